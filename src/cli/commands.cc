@@ -1,0 +1,15 @@
+#include "cli/commands.h"
+
+namespace g4::cli {
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> kCommands = {
+      {"logits", "write prompt/greedy/decode logits to a safetensors file", RunLogits},
+      {"synth", "write a random checkpoint at real Gemma 4 shapes", RunSynth},
+      {"bench", "measure prefill and decode speed", RunBench},
+      {"tokenize", "encode JSON strings to ids with a tokenizer.json", RunTokenize},
+  };
+  return kCommands;
+}
+
+}  // namespace g4::cli

@@ -1,0 +1,33 @@
+// Helpers shared by all test binaries: where test data lives, random inputs,
+// and tolerance comparison that reports the worst element.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace g4::testing {
+
+// Absolute path of a file under the repo's testdata/ folder.
+std::string TestDataPath(const std::string& relative);
+// A fresh, empty temporary directory (removed at process exit is not
+// guaranteed; tests write small files only).
+std::string MakeTempDir();
+// Directory holding the built binaries (build/g4 lives here).
+std::string BinaryDir();
+
+// Uniform floats in [lo, hi) from a seeded generator.
+std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
+
+struct Mismatch {
+  bool ok = true;
+  size_t worst_index = 0;
+  double max_abs_diff = 0;
+  double expected = 0, actual = 0;
+  std::string ToString() const;
+};
+// Passes when |a - e| <= atol + rtol * |e| everywhere (NaN never passes).
+Mismatch Compare(const float* expected, const float* actual, size_t n, double atol, double rtol = 0);
+
+}  // namespace g4::testing
