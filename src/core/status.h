@@ -94,4 +94,6 @@ class [[nodiscard]] StatusOr {
   if (!tmp.ok()) return tmp.status();            \
   lhs = std::move(tmp).value()
 
+// Expands to several statements: use it inside braces, never as the body of a
+// bare if/else.
 #define G4_ASSIGN_OR_RETURN(lhs, expr) G4_ASSIGN_OR_RETURN_IMPL(G4_CONCAT(g4_or_, __LINE__), lhs, expr)

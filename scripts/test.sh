@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds g4 and runs every test: the release suite, the same suite under
+# AddressSanitizer + UndefinedBehaviorSanitizer, and a short libFuzzer run of
+# each parser. Usage: scripts/test.sh [--quick]  (--quick: release suite only)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc)
+
+echo "== release build + tests"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+[ "${1:-}" = "--quick" ] && exit 0
+
+echo "== sanitizer build (ASan + UBSan) + tests"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DG4_SANITIZE=ON \
+      -DG4_BUILD_BENCH=OFF >/dev/null
+ninja -C build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs"
+
+echo "== fuzzing the parsers (libFuzzer, clang)"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DG4_FUZZ=ON \
+      -DG4_BUILD_TESTS=OFF -DG4_BUILD_BENCH=OFF >/dev/null
+ninja -C build-fuzz -j"$jobs" $(cd fuzz && ls fuzz_*.cc | sed 's/\.cc$//')
+for src in fuzz/fuzz_*.cc; do
+  name=$(basename "$src" .cc)
+  corpus=$(mktemp -d)
+  seeds="fuzz/corpus/${name#fuzz_}"
+  [ -d "$seeds" ] && cp -r "$seeds"/. "$corpus"/
+  echo "-- $name (${G4_FUZZ_SECONDS:-30} s)"
+  ./build-fuzz/"$name" -max_total_time="${G4_FUZZ_SECONDS:-30}" -print_final_stats=0 "$corpus" 2>&1 | tail -n 2
+  rm -rf "$corpus"
+done
+echo "all test stages passed"
