@@ -5,8 +5,20 @@
 // to the byte after the header) plus an optional "__metadata__" string map,
 // then the data. Parse() validates everything a lying file could get wrong:
 // header length past the end, non-JSON or wrongly typed header, unknown dtype,
-// negative/overflowing shapes, offsets out of bounds, overlapping or
-// unordered ranges, and shape x dtype disagreeing with the byte range.
+// negative/overflowing shapes, offsets out of bounds, overlapping ranges,
+// duplicate names, and shape x dtype disagreeing with the byte range.
+//
+// Policy choices (the spec is stricter than real files need):
+//  - Holes between tensors and trailing bytes after the last one are accepted
+//    (nothing reads them); overlapping byte ranges are rejected, since two
+//    tensors aliasing one buffer is never what a writer meant. Empty tensors
+//    (a zero dim) own no bytes and overlap nothing.
+//  - Headers over 100 MB are rejected as absurd before any allocation.
+//  - A dtype g4 does not know (e.g. a newer F4/F8_E8M0) is kUnsupported; all
+//    other header/data disagreements are kCorrupt. Messages start with
+//    "[safetensors] <label>: ".
+//  - Tensor data is only as aligned as the file makes it: writers that pad the
+//    header to 8 bytes (ours, Hugging Face's) give 8-aligned data starts.
 #pragma once
 
 #include <cstdint>
@@ -53,9 +65,12 @@ class SafetensorsFile {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& label() const { return label_; }
+  // Bytes of the whole image (length prefix + header + data).
+  size_t size() const { return size_; }
 
  private:
   SafetensorsFile() = default;
+  size_t size_ = 0;
   std::unique_ptr<MappedFile> mapping_;  // null when parsed from borrowed bytes
   std::string label_;
   std::vector<TensorInfo> tensors_;  // in data-offset order
@@ -65,7 +80,9 @@ class SafetensorsFile {
 
 // A checkpoint directory: `model.safetensors`, or the shards listed by
 // `model.safetensors.index.json` (its "weight_map"). Every shard the index
-// names must exist and hold the tensors the index says it holds.
+// names must exist and hold the tensors the index says it holds. The index is
+// authoritative: tensors a shard holds but the index does not list are not
+// visible. Shard names must be plain file names inside `dir` (no '/').
 class Checkpoint {
  public:
   static StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& dir);
@@ -87,6 +104,10 @@ class Checkpoint {
 
 // Collects tensors and writes one safetensors file (atomically). Tensor data
 // is copied at Add() time, so callers may free their buffers afterwards.
+// Output is deterministic: "__metadata__" first, then tensors in insertion
+// order with contiguous data, the header space-padded to a multiple of 8.
+// Add() with a duplicate name or with nbytes != shape x dtype size is a caller
+// bug (G4_CHECK).
 class SafetensorsWriter {
  public:
   void Add(std::string name, DType dtype, std::vector<int64_t> shape, const void* data, size_t nbytes);
@@ -106,7 +127,8 @@ class SafetensorsWriter {
 // Streaming writer for files larger than memory (g4 synth): all tensors are
 // declared up front, then `fill(i, out, nbytes)` is asked for tensor i's bytes
 // in declaration order; the file is written to a temporary path, fsynced and
-// renamed.
+// renamed. The buffer handed to fill is zeroed first. Bad decls (duplicate
+// names, negative or overflowing shapes) are kInvalidArgument.
 struct TensorDecl {
   std::string name;
   DType dtype;

@@ -1,0 +1,185 @@
+// safetensors writing: the in-memory SafetensorsWriter and the streaming
+// writer for files larger than memory. Both share one header builder so their
+// output is byte-identical for the same tensors.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/check.h"
+#include "io/safetensors.h"
+
+namespace g4 {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+struct HeaderEntry {
+  const std::string* name;
+  DType dtype;
+  const std::vector<int64_t>* shape;
+  uint64_t nbytes;
+};
+
+// numel x dtype size, or false on a negative dim or overflow.
+bool ShapeBytes(const std::vector<int64_t>& shape, DType dtype, uint64_t* nbytes) {
+  uint64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return false;
+  }
+  return !__builtin_mul_overflow(n, static_cast<uint64_t>(DTypeSize(dtype)), nbytes);
+}
+
+// The 8-byte length prefix plus the JSON header, padded with spaces so the
+// data section starts 8-byte aligned. Data offsets are contiguous in order.
+std::string BuildHeader(const std::vector<HeaderEntry>& entries,
+                        const std::map<std::string, std::string>& metadata) {
+  ordered_json header = ordered_json::object();
+  if (!metadata.empty()) {
+    ordered_json m = ordered_json::object();
+    for (const auto& [k, v] : metadata) m[k] = v;
+    header["__metadata__"] = std::move(m);
+  }
+  uint64_t offset = 0;
+  for (const HeaderEntry& e : entries) {
+    ordered_json t = ordered_json::object();
+    t["dtype"] = std::string(DTypeName(e.dtype));
+    t["shape"] = *e.shape;
+    t["data_offsets"] = {offset, offset + e.nbytes};
+    header[*e.name] = std::move(t);
+    offset += e.nbytes;
+  }
+  // Invalid UTF-8 in a name is replaced rather than thrown on: names come from
+  // g4's own code, and a writer has no way to report it.
+  std::string text = header.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + text;
+}
+
+Status WriteAll(int fd, const std::string& path, const void* data, size_t size) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoError("[safetensors] " + path + ": write: " + std::strerror(errno));
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void SafetensorsWriter::Add(std::string name, DType dtype, std::vector<int64_t> shape, const void* data,
+                            size_t nbytes) {
+  uint64_t expected = 0;
+  G4_CHECK_MSG(ShapeBytes(shape, dtype, &expected) && expected == nbytes, "shape x dtype != nbytes");
+  G4_CHECK_MSG(name != "__metadata__", "reserved tensor name");
+  for (const Entry& e : entries_) G4_CHECK_MSG(e.name != name, "duplicate tensor name");
+  Entry e{std::move(name), dtype, std::move(shape), std::string()};
+  if (nbytes) e.bytes.assign(static_cast<const char*>(data), nbytes);
+  entries_.push_back(std::move(e));
+}
+
+void SafetensorsWriter::AddF32(std::string name, std::vector<int64_t> shape, const float* data) {
+  uint64_t nbytes = 0;
+  G4_CHECK(ShapeBytes(shape, DType::kF32, &nbytes));
+  Add(std::move(name), DType::kF32, std::move(shape), data, nbytes);
+}
+
+void SafetensorsWriter::AddI32(std::string name, std::vector<int64_t> shape, const int32_t* data) {
+  uint64_t nbytes = 0;
+  G4_CHECK(ShapeBytes(shape, DType::kI32, &nbytes));
+  Add(std::move(name), DType::kI32, std::move(shape), data, nbytes);
+}
+
+void SafetensorsWriter::SetMetadata(std::string key, std::string value) {
+  metadata_[std::move(key)] = std::move(value);
+}
+
+std::string SafetensorsWriter::Serialize() const {
+  std::vector<HeaderEntry> decls;
+  decls.reserve(entries_.size());
+  size_t total = 0;
+  for (const Entry& e : entries_) {
+    decls.push_back({&e.name, e.dtype, &e.shape, e.bytes.size()});
+    total += e.bytes.size();
+  }
+  std::string out = BuildHeader(decls, metadata_);
+  out.reserve(out.size() + total);
+  for (const Entry& e : entries_) out += e.bytes;
+  return out;
+}
+
+Status SafetensorsWriter::Write(const std::string& path) const {
+  const std::string image = Serialize();
+  Status s = WriteFileAtomic(path, image.data(), image.size());
+  if (!s.ok()) return Status(s.code(), "[safetensors] " + s.message());
+  return s;
+}
+
+Status WriteSafetensorsStreaming(const std::string& path, const std::vector<TensorDecl>& decls,
+                                 const std::function<void(size_t, uint8_t*, size_t)>& fill,
+                                 const std::map<std::string, std::string>& metadata) {
+  std::vector<HeaderEntry> entries;
+  entries.reserve(decls.size());
+  std::set<std::string_view> names;
+  uint64_t largest = 0, total = 0;
+  for (const TensorDecl& d : decls) {
+    uint64_t nbytes = 0;
+    if (!ShapeBytes(d.shape, d.dtype, &nbytes) || __builtin_add_overflow(total, nbytes, &total))
+      return InvalidArgument("[safetensors] " + path + ": tensor '" + d.name +
+                             "' has a negative or overflowing shape");
+    if (d.name == "__metadata__" || !names.insert(d.name).second)
+      return InvalidArgument("[safetensors] " + path + ": tensor name '" + d.name + "' is duplicate or reserved");
+    entries.push_back({&d.name, d.dtype, &d.shape, nbytes});
+    largest = std::max(largest, nbytes);
+  }
+  if (largest > SIZE_MAX) return ResourceExhausted("[safetensors] " + path + ": tensor too large for memory");
+
+  // One buffer, sized for the largest tensor, reused for all of them.
+  std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[std::max<uint64_t>(largest, 1)]);
+  if (!buf)
+    return ResourceExhausted("[safetensors] " + path + ": cannot allocate " + std::to_string(largest) +
+                             " bytes for one tensor");
+
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError("[safetensors] " + tmp + ": " + std::strerror(errno));
+  auto fail = [&](Status s) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    return s;
+  };
+
+  const std::string header = BuildHeader(entries, metadata);
+  Status s = WriteAll(fd, tmp, header.data(), header.size());
+  if (!s.ok()) return fail(s);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const size_t n = static_cast<size_t>(entries[i].nbytes);
+    std::memset(buf.get(), 0, n);
+    fill(i, buf.get(), n);
+    s = WriteAll(fd, tmp, buf.get(), n);
+    if (!s.ok()) return fail(s);
+  }
+  if (::fsync(fd) != 0) return fail(IoError("[safetensors] " + tmp + ": fsync: " + std::strerror(errno)));
+  const int rc = ::close(fd);
+  fd = -1;
+  if (rc != 0) return fail(IoError("[safetensors] " + tmp + ": close: " + std::strerror(errno)));
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return fail(IoError("[safetensors] " + path + ": rename: " + std::strerror(errno)));
+  return Status::Ok();
+}
+
+}  // namespace g4
