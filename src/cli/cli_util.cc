@@ -1,0 +1,46 @@
+#include "cli/cli_util.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+
+namespace g4::cli {
+
+StatusOr<std::vector<int32_t>> ParseIdList(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(start, end - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (item.empty()) return InvalidArgument("empty item in id list '" + text + "'");
+    errno = 0;
+    char* rest = nullptr;
+    long long v = std::strtoll(item.c_str(), &rest, 10);
+    if (*rest != '\0' || errno == ERANGE || v < std::numeric_limits<int32_t>::min() ||
+        v > std::numeric_limits<int32_t>::max())
+      return InvalidArgument("'" + item + "' is not a token id");
+    ids.push_back(static_cast<int32_t>(v));
+    start = end + 1;
+  }
+  return ids;
+}
+
+int Fail(const char* command, const Status& status) {
+  std::fprintf(stderr, "g4 %s: %s\n", command, status.ToString().c_str());
+  return 1;
+}
+
+size_t PeakRssBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+  return 0;
+}
+
+}  // namespace g4::cli
