@@ -23,6 +23,9 @@ class SequenceKv {
   int64_t position() const { return position_; }
   void Advance(int64_t n) { position_ += n; }
   size_t allocated_bytes() const;
+  // Swaps in another cache for layer l (tests wrap caches to observe them).
+  void ReplaceLayer(int l, std::unique_ptr<LayerCache> cache) { layers_[l] = std::move(cache); }
+  std::unique_ptr<LayerCache> ReleaseLayer(int l) { return std::move(layers_[l]); }
 
  private:
   std::vector<std::unique_ptr<LayerCache>> layers_;

@@ -100,6 +100,17 @@ Status Gemma4Model::Forward(const int32_t* ids, int64_t n, SequenceKv& kv, float
   return Status::Ok();
 }
 
+Status Gemma4Model::PerLayerInputs(const int32_t* ids, int64_t n, std::vector<float>* out) {
+  out->clear();
+  if (!config_.has_ple()) return Status::Ok();
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= config_.vocab_size) return InvalidArgument("[model] token id out of vocabulary");
+  ops_->Embed(weights_->embed_tokens, ids, n, embed_scale_, Sized(s_.x, n * config_.hidden_size));
+  ComputePle(ids, n);
+  out->assign(s_.ple.begin(), s_.ple.begin() + n * config_.num_hidden_layers * config_.hidden_size_per_layer_input);
+  return Status::Ok();
+}
+
 // Per-layer inputs, once per forward (spec 3.3): s_.ple = [n, N*P].
 void Gemma4Model::ComputePle(const int32_t* ids, int64_t n) {
   const Gemma4Config& c = config_;

@@ -35,6 +35,10 @@ class Gemma4Model {
   // InvalidArgument error and leave `kv` untouched.
   Status Forward(const int32_t* ids, int64_t n, SequenceKv& kv, float* logits, bool all_logits);
 
+  // The per-layer inputs (PLE) for `ids`: [n, num_layers * P] into `out`.
+  // Empty for models without PLE.
+  Status PerLayerInputs(const int32_t* ids, int64_t n, std::vector<float>* out);
+
   // As Forward, in chunks of at most `chunk` tokens (chunked prefill).
   Status ForwardChunked(const int32_t* ids, int64_t n, int64_t chunk, SequenceKv& kv, float* logits,
                         bool all_logits);
