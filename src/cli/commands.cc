@@ -7,6 +7,7 @@ const std::vector<Command>& Commands() {
       {"logits", "write prompt/greedy/decode logits to a safetensors file", RunLogits},
       {"synth", "write a random checkpoint at real Gemma 4 shapes", RunSynth},
       {"bench", "measure prefill and decode speed", RunBench},
+      {"kv-eval", "compare KV-cache modes: bytes per token, KL and top-1 vs plain", RunKvEval},
       {"tokenize", "encode JSON strings to ids with a tokenizer.json", RunTokenize},
   };
   return kCommands;

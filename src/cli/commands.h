@@ -19,5 +19,6 @@ int RunLogits(int argc, char** argv);
 int RunSynth(int argc, char** argv);
 int RunBench(int argc, char** argv);
 int RunTokenize(int argc, char** argv);
+int RunKvEval(int argc, char** argv);
 
 }  // namespace g4::cli
