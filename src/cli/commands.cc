@@ -8,6 +8,8 @@ const std::vector<Command>& Commands() {
       {"synth", "write a random checkpoint at real Gemma 4 shapes", RunSynth},
       {"bench", "measure prefill and decode speed", RunBench},
       {"kv-eval", "compare KV-cache modes: bytes per token, KL and top-1 vs plain", RunKvEval},
+      {"quantize", "write an MLX affine-quantized checkpoint from a Hugging Face one", RunQuantize},
+      {"perplexity", "perplexity of a model on a text file", RunPerplexity},
       {"tokenize", "encode JSON strings to ids with a tokenizer.json", RunTokenize},
   };
   return kCommands;

@@ -20,5 +20,7 @@ int RunSynth(int argc, char** argv);
 int RunBench(int argc, char** argv);
 int RunTokenize(int argc, char** argv);
 int RunKvEval(int argc, char** argv);
+int RunQuantize(int argc, char** argv);
+int RunPerplexity(int argc, char** argv);
 
 }  // namespace g4::cli

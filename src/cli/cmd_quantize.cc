@@ -1,0 +1,12 @@
+#include <cstdio>
+
+#include "cli/commands.h"
+
+namespace g4::cli {
+
+int RunQuantize(int argc, char** argv) {
+  std::fprintf(stderr, "g4 quantize: not built yet\n");
+  return 1;
+}
+
+}  // namespace g4::cli
