@@ -373,7 +373,8 @@ const char kGoodEntry[] = R"("t": {"dtype": "F32", "shape": [2, 3], "data_offset
 
 TEST(SafetensorsCorrupt, HandBuiltGoodImageParses) {
   // The baseline the corruption tests below perturb.
-  auto r = ParseString(RawImage(std::string("{") + kGoodEntry + "}", 24));
+  const std::string image = RawImage(std::string("{") + kGoodEntry + "}", 24);
+  auto r = ParseString(image);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->Find("t")->Describe(), "[2, 3] F32");
   EXPECT_EQ((*r)->label(), "test.st");
@@ -499,12 +500,14 @@ TEST(SafetensorsCorrupt, DuplicateTensorName) {
 TEST(SafetensorsPolicy, HolesAndEmptyTensorsAreAccepted) {
   // Gap [4, 8) between tensors and 4 trailing bytes; two empty tensors share
   // an offset inside another tensor's range (they own no bytes).
-  auto r = ParseString(RawImage(R"({"b": {"dtype": "U8", "shape": [4], "data_offsets": [8, 12]},
-                                     "a": {"dtype": "I32", "shape": [1], "data_offsets": [0, 4]},
-                                     "e1": {"dtype": "F32", "shape": [0], "data_offsets": [9, 9]},
-                                     "e2": {"dtype": "F32", "shape": [3, 0], "data_offsets": [9, 9]},
-                                     "__metadata__": {"format": "pt"}})",
-                                16));
+  // The parsed file borrows the image, so it must outlive `r`.
+  const std::string image = RawImage(R"({"b": {"dtype": "U8", "shape": [4], "data_offsets": [8, 12]},
+                                         "a": {"dtype": "I32", "shape": [1], "data_offsets": [0, 4]},
+                                         "e1": {"dtype": "F32", "shape": [0], "data_offsets": [9, 9]},
+                                         "e2": {"dtype": "F32", "shape": [3, 0], "data_offsets": [9, 9]},
+                                         "__metadata__": {"format": "pt"}})",
+                                     16);
+  auto r = ParseString(image);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const SafetensorsFile& f = **r;
   ASSERT_EQ(f.tensors().size(), 4u);
@@ -516,7 +519,9 @@ TEST(SafetensorsPolicy, HolesAndEmptyTensorsAreAccepted) {
 
 TEST(SafetensorsPolicy, HeaderPaddingAndNegativeZero) {
   // Writers pad with spaces; "-0" is an odd but valid zero.
-  auto r = ParseString(RawImage(R"({"t": {"dtype": "U8", "shape": [-0, 2], "data_offsets": [0, -0]}}       )", 0));
+  const std::string image =
+      RawImage(R"({"t": {"dtype": "U8", "shape": [-0, 2], "data_offsets": [0, -0]}}       )", 0);
+  auto r = ParseString(image);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->Find("t")->numel(), 0);
 }
