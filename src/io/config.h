@@ -48,7 +48,7 @@ struct QuantizationConfig {
   bool present = false;
   QuantSpec defaults;
   std::map<std::string, QuantSpec> overrides;  // override with quantized=false means "not quantized"
-  // The override for `module_path` if there is one.
+  // The override for `module_path` if there is one ("X.weight" finds X too).
   const QuantSpec* Override(std::string_view module_path) const;
 };
 
@@ -93,12 +93,36 @@ struct Gemma4Config {
   const RopeParams& rope(AttentionType t) const { return t == AttentionType::kFull ? rope_full : rope_sliding; }
 };
 
-// Parses config.json text: flat (gemma4_text / gemma4_unified_text) or with a
-// nested text_config (gemma4 / gemma4_unified). Full-layer geometry comes from
-// per_layer_config or global_head_dim / num_global_key_value_heads. Errors name
-// the offending field: `[config] num_hidden_layers: missing`.
+// Parses config.json text: flat (gemma4_text / gemma4_unified_text, or a
+// text-only conversion labelled gemma4 / gemma4_unified with the text fields at
+// the top) or with a nested text_config (gemma4 / gemma4_unified). Errors name
+// the offending field: `[config] num_hidden_layers: missing`; a valid feature
+// g4 does not implement is kUnsupported, anything else kInvalidArgument.
+//
+// Resolution rules (where HF is the reference, HF's behaviour is followed):
+// * Nested: the top level supplies vocab_size, tie_word_embeddings,
+//   bos/pad_token_id when text_config lacks them; eos_token_ids is the union
+//   of text_config's and the top level's (released IT configs say 1 inside
+//   and [1, 106] outside; HF generation stops on the outer list).
+// * layer_types absent: derived as HF does, (i+1) % 6 != 0 -> sliding, or
+//   with sliding_window_pattern as the period if given. The last layer is
+//   always made full (HF forces it too, even over an explicit list).
+// * Full-layer geometry: with per_layer_config (object keyed by layer index,
+//   or a list of N entries) its head_dim / num_key_value_heads override the
+//   flat head_dim / num_key_value_heads per layer, and global_head_dim /
+//   num_global_key_value_heads are ignored (as in HF); without it, full layers
+//   use global_head_dim (required) and num_global_key_value_heads only when
+//   attention_k_eq_v. After parsing, global_head_dim (and, for K=V models,
+//   num_global_key_value_heads) reflect the first full layer either way.
+// * RoPE: rope_parameters.{sliding_attention, full_attention}, rope_type
+//   default or proportional. Without rope_parameters, the Gemma-3-style
+//   rope_local_base_freq (sliding, default 1e4) and rope_theta (full,
+//   proportional, default 1e6, partial from global_partial_rotary_factor or
+//   partial_rotary_factor, default 0.25) are read.
+// * Quantization: `quantization`, else `quantization_config`, at the top
+//   level, else in text_config.
 StatusOr<Gemma4Config> ParseGemma4Config(std::string_view json_text);
-// Reads DIR/config.json.
+// Reads DIR/config.json; errors read "[config] DIR/config.json: ...".
 StatusOr<Gemma4Config> LoadGemma4Config(const std::string& dir);
 
 // generation_config.json (optional; defaults when absent).
@@ -110,6 +134,7 @@ struct GenerationConfig {
   std::optional<int> top_k;
   std::optional<double> min_p;
   std::optional<double> repetition_penalty;
+  std::optional<bool> do_sample;  // false: the model's authors meant greedy decoding
 };
 StatusOr<GenerationConfig> ParseGenerationConfig(std::string_view json_text);
 // Reads DIR/generation_config.json; absent file gives present=false.
