@@ -1,0 +1,46 @@
+// Entry points of the CPU kernels, one family per .cc file; CpuOps
+// (cpu_ops.cc) validates shapes and dispatches here. All take float32
+// activations and parallelize internally with OpenMP.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/ops.h"
+#include "io/weight_matrix.h"
+
+namespace g4::cpu {
+
+// Inputs with at most this many rows take the matrix-vector kernels (weights
+// streamed once, codes unpacked once for all rows); more rows take the
+// blocked GEMM, which dequantizes weight tiles once and reuses them.
+constexpr int64_t kGemvMaxRows = 4;
+
+// matmul_dense.cc / matmul_affine.cc: y = x W^T for m_rows <= kGemvMaxRows.
+void GemvDense(const float* x, int64_t m_rows, const WeightMatrix& w, float* y);
+void GemvAffine(const float* x, int64_t m_rows, const WeightMatrix& w, float* y);
+// gemm.cc: y = x W^T for any m_rows, any format.
+void Gemm(const float* x, int64_t m_rows, const WeightMatrix& w, float* y);
+
+// weight_decode.cc: columns [col, col + count) of `row` as float32. For affine
+// weights col and count are multiples of the group size (or count reaches
+// the end of the row).
+void DecodeRowRange(const WeightMatrix& w, int64_t row, int64_t col, int64_t count, float* out);
+// base[first, first + n) of dtype t (F32, BF16 or F16) as float32.
+void ConvertToFloat(DType t, const void* base, int64_t first, int64_t n, float* out);
+
+// embed.cc
+void Embed(const WeightMatrix& table, const int32_t* ids, int64_t n, float scale, float* out);
+// norm.cc
+void RmsNorm(const float* x, int64_t rows, int64_t d, const float* weight, float eps, float* y);
+// rope.cc
+void Rope(float* x, int64_t tokens, int heads, int head_dim, const int32_t* positions,
+          const float* inv_freq);
+// attention.cc
+void Attention(const AttentionArgs& a);
+// elementwise.cc
+void GeluMul(const float* g, const float* u, int64_t n, float* out);
+void Add(const float* a, const float* b, int64_t n, float* y);
+void Scale(float* x, int64_t n, float s);
+void Softcap(float* x, int64_t n, float cap);
+
+}  // namespace g4::cpu
