@@ -1,0 +1,66 @@
+// Encode/Decode against goldens from the Rust `tokenizers` library
+// (testdata/tokenizer/encode_golden.json, add_special_tokens=False,
+// skip_special_tokens=False).
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "gemma_tokenizer.h"
+
+namespace g4 {
+namespace {
+
+using testing::GemmaTokenizer;
+
+nlohmann::json LoadGolden() {
+  std::ifstream in(testing::TestDataPath("tokenizer/encode_golden.json"));
+  EXPECT_TRUE(in.good());
+  return nlohmann::json::parse(in);
+}
+
+TEST(TokenizerGolden, AllCasesEncodeExactly) {
+  const nlohmann::json golden = LoadGolden();
+  const auto& cases = golden.at("cases");
+  ASSERT_EQ(cases.size(), 104u);
+  int failures = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string text = cases[i].at("text");
+    const auto want = cases[i].at("ids").get<std::vector<int32_t>>();
+    auto got = GemmaTokenizer().Encode(text);
+    ASSERT_TRUE(got.ok()) << "case " << i << ": " << got.status().ToString();
+    if (*got != want) ++failures;
+    EXPECT_EQ(*got, want) << "case " << i << " text: " << text;
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+TEST(TokenizerGolden, AllCasesDecodeExactly) {
+  const nlohmann::json golden = LoadGolden();
+  for (size_t i = 0; i < golden.at("cases").size(); ++i) {
+    const auto& c = golden["cases"][i];
+    // Decode the reference ids, not ours, so this checks Decode on its own.
+    const auto ids = c.at("ids").get<std::vector<int32_t>>();
+    EXPECT_EQ(GemmaTokenizer().Decode(ids), c.at("decoded").get<std::string>()) << "case " << i;
+  }
+}
+
+// The word cache must not change results: encoding the same text twice,
+// and all texts joined, gives the same ids as one by one.
+TEST(TokenizerGolden, RepeatedAndConcatenatedEncodingsAgree) {
+  const nlohmann::json golden = LoadGolden();
+  for (const auto& c : golden.at("cases")) {
+    const std::string text = c.at("text");
+    const auto want = c.at("ids").get<std::vector<int32_t>>();
+    for (int rep = 0; rep < 2; ++rep) EXPECT_EQ(testing::MustEncode(text), want) << text;
+    // A special token between copies isolates them, so ids concatenate.
+    const std::string doubled = text + "<|turn>" + text;
+    std::vector<int32_t> expected = want;
+    expected.push_back(105);
+    expected.insert(expected.end(), want.begin(), want.end());
+    EXPECT_EQ(testing::MustEncode(doubled), expected) << text;
+  }
+}
+
+}  // namespace
+}  // namespace g4
