@@ -4,6 +4,8 @@ namespace g4::cli {
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command> kCommands = {
+      {"generate", "answer one prompt, streaming text to stdout", RunGenerate},
+      {"chat", "interactive chat in the terminal", RunChat},
       {"logits", "write prompt/greedy/decode logits to a safetensors file", RunLogits},
       {"synth", "write a random checkpoint at real Gemma 4 shapes", RunSynth},
       {"bench", "measure prefill and decode speed", RunBench},

@@ -20,6 +20,8 @@ int RunSynth(int argc, char** argv);
 int RunBench(int argc, char** argv);
 int RunTokenize(int argc, char** argv);
 int RunKvEval(int argc, char** argv);
+int RunGenerate(int argc, char** argv);
+int RunChat(int argc, char** argv);
 int RunQuantize(int argc, char** argv);
 int RunPerplexity(int argc, char** argv);
 
