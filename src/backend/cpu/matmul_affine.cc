@@ -14,42 +14,74 @@ namespace {
 
 constexpr int64_t kParallelMinWords = 1 << 12;
 
-template <int B, int M>
+// Adds scale * sum(x * q) over one group (CPG chunks) to tot[m] for each of
+// the M input rows; advances words past the group.
+template <int B, int M, int CPG>
+inline void GroupDot(const uint32_t*& words, const float* xp, int64_t ldx, float scale, VF* tot) {
+  // Two chains per input row so consecutive FMAs do not wait on each other.
+  VF acc[M][2];
+  for (int m = 0; m < M; ++m) acc[m][0] = acc[m][1] = VZero();
+#pragma GCC unroll 4
+  for (int c = 0; c < CPG; ++c) {
+    VF q[kChunkVecs];
+    LoadChunkDotOrder<B>(words, q);
+    words += B;
+    for (int m = 0; m < M; ++m)
+      for (int v = 0; v < kChunkVecs; ++v)
+        acc[m][v & 1] = VFma(VLoad(xp + m * ldx + c * kChunk + v * kLanes), q[v], acc[m][v & 1]);
+  }
+  const VF sv = VSet1(scale);
+  for (int m = 0; m < M; ++m) tot[m] = VFma(VAdd(acc[m][0], acc[m][1]), sv, tot[m]);
+}
+
+// How far ahead of the kernel the code stream is prefetched (rows are
+// contiguous, so this runs on into the next rows). The hardware prefetcher
+// alone does not run far enough ahead while the core is busy unpacking;
+// 2 KiB measured best for 4- and 8-bit on Sapphire Rapids.
+constexpr int64_t kPrefetchBytes = 2048;
+
+template <int B, int M, int CPG>
 void GemvAffineRows(const float* xp, const float* xsum, const WeightMatrix& w, float* y) {
   const int64_t n_rows = w.rows, k_len = w.cols;
   const int64_t gpr = w.groups_per_row(), wpr = w.words_per_row();
-  const int64_t chunks_per_group = w.group_size / kChunk;
+  const int64_t scale_bytes = gpr * static_cast<int64_t>(DTypeSize(w.scale_dtype));
+  constexpr int64_t kGroupCols = CPG * kChunk;
 #pragma omp parallel if (n_rows * wpr >= kParallelMinWords)
   {
     float* s = ThreadScratch(ScratchSlot::kRowScales, gpr);
     float* b = ThreadScratch(ScratchSlot::kRowBiases, gpr);
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < n_rows; ++n) {
+      if (n + 2 < n_rows) {
+        PrefetchBytes(static_cast<const char*>(w.scales) + (n + 2) * scale_bytes, scale_bytes);
+        PrefetchBytes(static_cast<const char*>(w.biases) + (n + 2) * scale_bytes, scale_bytes);
+      }
       ConvertToFloat(w.scale_dtype, w.scales, n * gpr, gpr, s);
       ConvertToFloat(w.scale_dtype, w.biases, n * gpr, gpr, b);
       const uint32_t* words = w.codes + n * wpr;
-      VF tot[M];
-      for (int m = 0; m < M; ++m) tot[m] = VZero();
-      int64_t col = 0;
-      for (int64_t g = 0; g < gpr; ++g) {
-        // Two chains per input row so consecutive FMAs do not wait on each other.
-        VF acc[M][2];
-        for (int m = 0; m < M; ++m) acc[m][0] = acc[m][1] = VZero();
-        for (int64_t c = 0; c < chunks_per_group; ++c) {
-          VF q[kChunkVecs];
-          LoadChunkDotOrder<B>(words, q);
-          words += B;
-          for (int m = 0; m < M; ++m)
-            for (int v = 0; v < kChunkVecs; ++v)
-              acc[m][v & 1] = VFma(VLoad(xp + m * k_len + col + v * kLanes), q[v], acc[m][v & 1]);
-          col += kChunk;
-        }
-        const VF sv = VSet1(s[g]);
-        for (int m = 0; m < M; ++m) tot[m] = VFma(VAdd(acc[m][0], acc[m][1]), sv, tot[m]);
+      // Even and odd groups accumulate separately, halving the loop-carried chain.
+      VF tot[2][M];
+      for (int m = 0; m < M; ++m) tot[0][m] = tot[1][m] = VZero();
+      int64_t g = 0;
+      for (; g + 2 <= gpr; g += 2) {
+        PrefetchBytes(reinterpret_cast<const char*>(words) + kPrefetchBytes, 2 * CPG * B * 4);
+        GroupDot<B, M, CPG>(words, xp + g * kGroupCols, k_len, s[g], tot[0]);
+        GroupDot<B, M, CPG>(words, xp + (g + 1) * kGroupCols, k_len, s[g + 1], tot[1]);
       }
+      if (g < gpr) GroupDot<B, M, CPG>(words, xp + g * kGroupCols, k_len, s[g], tot[0]);
       for (int m = 0; m < M; ++m)
-        y[m * n_rows + n] = VReduceAdd(tot[m]) + VDot(b, xsum + m * gpr, gpr);
+        y[m * n_rows + n] = VReduceAdd(VAdd(tot[0][m], tot[1][m])) + VDot(b, xsum + m * gpr, gpr);
     }
+  }
+}
+
+template <int B, int M>
+void GemvAffineRowsAnyGroup(const float* xp, const float* xsum, const WeightMatrix& w, float* y) {
+  switch (w.group_size) {
+    case 32: return GemvAffineRows<B, M, 1>(xp, xsum, w, y);
+    case 64: return GemvAffineRows<B, M, 2>(xp, xsum, w, y);
+    case 128: return GemvAffineRows<B, M, 4>(xp, xsum, w, y);
+    default: G4_CHECK_MSG(false, "[cpu] GemvAffine: unsupported group size");
   }
 }
 
@@ -72,10 +104,10 @@ void GemvAffineBits(const float* x, int64_t m_rows, const WeightMatrix& w, float
     xp = buf;
   }
   switch (m_rows) {
-    case 1: return GemvAffineRows<B, 1>(xp, xsum, w, y);
-    case 2: return GemvAffineRows<B, 2>(xp, xsum, w, y);
-    case 3: return GemvAffineRows<B, 3>(xp, xsum, w, y);
-    case 4: return GemvAffineRows<B, 4>(xp, xsum, w, y);
+    case 1: return GemvAffineRowsAnyGroup<B, 1>(xp, xsum, w, y);
+    case 2: return GemvAffineRowsAnyGroup<B, 2>(xp, xsum, w, y);
+    case 3: return GemvAffineRowsAnyGroup<B, 3>(xp, xsum, w, y);
+    case 4: return GemvAffineRowsAnyGroup<B, 4>(xp, xsum, w, y);
     default: G4_CHECK_MSG(false, "[cpu] GemvAffine: too many input rows");
   }
 }

@@ -192,6 +192,13 @@ inline float VDot(const float* x, const float* y, int64_t n) {
   return VReduceAdd(VAdd(a0, a1));
 }
 
+// Prefetches [p, p + bytes) into all cache levels, one request per 64-byte
+// line. Prefetches never fault, so reading ahead past a buffer is harmless.
+inline void PrefetchBytes(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i, 0, 3);
+}
+
 // Scalar half-precision conversion, using the F16C instruction where present.
 inline float HalfToFloat(uint16_t h) {
 #if defined(__F16C__)
