@@ -21,26 +21,26 @@ void ConvertHalf(const uint16_t* src, int64_t n, float* out, Load load) {
   }
 }
 
+inline float LoadScalar(DType t, const void* base, int64_t i) {
+  if (t == DType::kBF16) return Bf16ToF32(static_cast<const uint16_t*>(base)[i]);
+  if (t == DType::kF16) return HalfToFloat(static_cast<const uint16_t*>(base)[i]);
+  return static_cast<const float*>(base)[i];
+}
+
 template <int B>
 void DecodeAffine(const WeightMatrix& w, int64_t row, int64_t col, int64_t count, float* out) {
   const int64_t gs = w.group_size;
-  const int64_t g0 = col / gs;
-  const int64_t ng = count / gs;
-  float s[512], b[512];  // groups decoded per batch
+  const int64_t first = row * w.groups_per_row() + col / gs;
   const uint32_t* words = w.codes + row * w.words_per_row() + col / kChunk * B;
-  for (int64_t gb = 0; gb < ng; gb += 512) {
-    const int64_t n = ng - gb < 512 ? ng - gb : 512;
-    ConvertToFloat(w.scale_dtype, w.scales, row * w.groups_per_row() + g0 + gb, n, s);
-    ConvertToFloat(w.scale_dtype, w.biases, row * w.groups_per_row() + g0 + gb, n, b);
-    for (int64_t g = 0; g < n; ++g) {
-      const VF vs = VSet1(s[g]), vb = VSet1(b[g]);
-      for (int64_t c = 0; c < gs; c += kChunk) {
-        VF q[kChunkVecs];
-        LoadChunkNatural<B>(words, q);
-        for (int v = 0; v < kChunkVecs; ++v) VStore(out + v * kLanes, VFma(q[v], vs, vb));
-        words += B;
-        out += kChunk;
-      }
+  for (int64_t g = 0; g < count / gs; ++g) {
+    const VF vs = VSet1(LoadScalar(w.scale_dtype, w.scales, first + g));
+    const VF vb = VSet1(LoadScalar(w.scale_dtype, w.biases, first + g));
+    for (int64_t c = 0; c < gs; c += kChunk) {
+      VF q[kChunkVecs];
+      LoadChunkNatural<B>(words, q);
+      for (int v = 0; v < kChunkVecs; ++v) VStore(out + v * kLanes, VFma(q[v], vs, vb));
+      words += B;
+      out += kChunk;
     }
   }
 }
