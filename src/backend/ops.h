@@ -36,6 +36,39 @@ struct AttentionArgs {
   float* out = nullptr;            // [num_queries, num_heads, head_dim]
 };
 
+// K/V kept by a KV cache as fixed-size per-token records (docs/kv-cache.md):
+// key j's record starts at records + j * record_bytes and pos[j] is its
+// absolute position (masks as in AttentionArgs). Records hold all KV heads;
+// each plane below is [width] codes or [width / group] fp16 numbers, with
+// head h's elements at [h * head_dim, (h + 1) * head_dim).
+struct EncodedKv {
+  const uint8_t* records = nullptr;
+  int64_t record_bytes = 0;
+  const int32_t* pos = nullptr;
+  int64_t num_keys = 0;
+};
+
+// kv:affine: codes of `bits` bits packed LSB-first (backend/kv_formats.h), an
+// fp16 scale and bias per group of group_size along head_dim: x = s q + b.
+struct AffineKvFormat {
+  int bits = 4;
+  int group_size = 64;
+  int64_t k_codes = 0, k_scales = 0, k_biases = 0;  // byte offsets in a record
+  int64_t v_codes = 0, v_scales = 0, v_biases = 0;
+};
+
+// kv:turbo, groups of 32 along head_dim. Keys: int8 indices (key_bits 8) or
+// unsigned indices packed LSB-first, with fp16 scale s and zero z:
+// k = (i + z) s. Values: Lloyd-Max indices packed LSB-first with an fp16 RMS
+// r: v_rot = value_centroids[i] r, in the rotated domain (see UnrotateValues).
+struct TurboKvFormat {
+  int key_bits = 8;
+  int value_bits = 3;
+  int64_t k_index = 0, k_scales = 0, k_zeros = 0;  // byte offsets in a record
+  int64_t v_index = 0, v_scales = 0;
+  const float* value_centroids = nullptr;  // [2^value_bits]
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -62,6 +95,18 @@ class Ops {
   virtual void Scale(float* x, int64_t n, float s) = 0;
   // x[i] = cap * tanh(x[i] / cap)
   virtual void Softcap(float* x, int64_t n, float cap) = 0;
+
+  // Attention over encoded K/V, computed on the packed codes. The query side
+  // of `args` (q, q_pos, num_queries, heads, head_dim, window, scale, out) is
+  // used; its k, v, k_pos, num_keys and kv_stride are ignored. Not pure: the
+  // defaults are the host kernels (backend/cpu/kv_attention_*.cc), which a
+  // device backend overrides.
+  virtual void AttentionAffineKv(const AttentionArgs& args, const EncodedKv& kv, const AffineKvFormat& f);
+  // As above; the output is left in the rotated value domain.
+  virtual void AttentionTurboKv(const AttentionArgs& args, const EncodedKv& kv, const TurboKvFormat& f);
+  // Undoes TurboQuant's value rotation on rows of head_dim floats, in place:
+  // x <- signs . (H x) / sqrt(head_dim), H the Walsh-Hadamard matrix.
+  virtual void UnrotateValues(float* x, int64_t rows, int head_dim, const float* signs);
 };
 
 std::unique_ptr<Ops> MakeCpuOps();

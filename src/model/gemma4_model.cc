@@ -175,7 +175,11 @@ void Gemma4Model::AttentionBlock(int l, int64_t n, std::vector<KvView>& views, S
   args.window = g.type == AttentionType::kSliding ? c.sliding_window : 0;
   args.scale = 1.0f;
   args.out = Sized(s_.attn, n * nH * D);
-  ops_->Attention(args);
+  if (view.attention) {
+    view.attention->Attend(*ops_, args);  // over the cache's own representation (kv/layer_cache.h)
+  } else {
+    ops_->Attention(args);
+  }
 
   float* o = Sized(s_.o, n * H);
   ops_->MatMul(args.out, n, lw.o_proj, o);
