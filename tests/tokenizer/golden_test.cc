@@ -2,6 +2,7 @@
 // (testdata/tokenizer/encode_golden.json, add_special_tokens=False,
 // skip_special_tokens=False).
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -60,6 +61,28 @@ TEST(TokenizerGolden, RepeatedAndConcatenatedEncodingsAgree) {
     expected.insert(expected.end(), want.begin(), want.end());
     EXPECT_EQ(testing::MustEncode(doubled), expected) << text;
   }
+}
+
+// Encode is const and may run on several threads at once (the word cache is
+// shared): every thread must still see the reference ids.
+TEST(TokenizerGolden, ConcurrentEncodesAgree) {
+  const nlohmann::json golden = LoadGolden();
+  std::vector<std::pair<std::string, std::vector<int32_t>>> cases;
+  for (const auto& c : golden.at("cases")) cases.emplace_back(c.at("text"), c.at("ids").get<std::vector<int32_t>>());
+  std::vector<int> failures(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 5; ++rep)
+        for (size_t i = t; i < cases.size() + t; ++i) {
+          const auto& [text, want] = cases[i % cases.size()];
+          auto got = GemmaTokenizer().Encode(text);
+          if (!got.ok() || *got != want) ++failures[t];
+        }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
 }
 
 }  // namespace

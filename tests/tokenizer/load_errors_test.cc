@@ -2,6 +2,7 @@
 // unsupported input gives a Status naming the problem, never a crash.
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include <gtest/gtest.h>
 
@@ -169,6 +170,44 @@ TEST(TokenizerLoad, UnsupportedTypesAreNamed) {
   doc = SyntheticDoc();
   doc["added_tokens"] = json::parse(R"([{"id": 1, "content": "a", "normalized": true}])");
   expect(doc, {"normalized"});
+}
+
+// Random byte damage to a small but complete document: loading either
+// succeeds (and the result encodes) or fails with a Status; never a crash.
+TEST(TokenizerLoad, RandomCorruptionNeverCrashes) {
+  json doc = SyntheticDoc();
+  doc["normalizer"] = json::parse(R"({"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"})");
+  doc["pre_tokenizer"] = json::parse(R"({"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false})");
+  doc["decoder"] = json::parse(R"({"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]})");
+  doc["added_tokens"] = json::parse(R"([{"id": 0, "content": "<unk>", "special": true}])");
+  const std::string text = doc.dump();
+  ASSERT_TRUE(Tokenizer::FromJson(text).ok());
+  std::mt19937 rng(42);
+  const std::string alphabet = "{}[]\",:0123456789 abtrueflsn-\\\xff";
+  int loaded = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string bad = text;
+    const int edits = 1 + rng() % 3;
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = rng() % bad.size();
+      switch (rng() % 3) {
+        case 0: bad[at] = alphabet[rng() % alphabet.size()]; break;
+        case 1: bad.erase(at, 1 + rng() % 4); break;
+        default: bad.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+      }
+      if (bad.empty()) bad.push_back('x');
+    }
+    auto tok = Tokenizer::FromJson(bad, "fuzz.json");
+    if (!tok.ok()) {
+      EXPECT_FALSE(tok.status().message().empty());
+      continue;
+    }
+    ++loaded;
+    auto ids = tok->Encode("ab c zz\xC3\xA9 <unk>");
+    ASSERT_TRUE(ids.ok());
+    (void)tok->Decode(*ids);
+  }
+  EXPECT_GT(loaded, 0);
 }
 
 TEST(TokenizerEncode, InvalidUtf8IsRejectedWithOffset) {
