@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <cstring>
 
 #include "backend/ops.h"
@@ -127,16 +129,37 @@ TEST_P(GoldenTest, TeacherForcedDecodeEqualsPrefill) {
   }
 }
 
-TEST_P(GoldenTest, Bf16LogitsWithinEnvelope) {
-  // Goldens from the same model run in bfloat16: our float32 logits must sit
-  // inside the bf16 envelope (a few bf16 ulps of the logit magnitude).
+TEST_P(GoldenTest, Float32AgreesWithBf16Reference) {
+  // transformers run in bfloat16 rounds every op; our float32 path must stay
+  // within that run's envelope: small RMS difference relative to the logits'
+  // spread, and the same top token wherever the bf16 run's top-2 gap is
+  // wider than the envelope.
   if (!golden_.file->Find("short.logits_bf16")) GTEST_SKIP() << "no bf16 golden for this model";
+  const int64_t V = model_->vocab_size();
   for (const char* c : {"short", "long"}) {
     const auto ids = golden_.Ids(std::string(c) + ".ids");
     const auto want = golden_.Floats(std::string(c) + ".logits_bf16");
     const auto got = Prefill(ids, 1 << 20);
-    auto m = testing::Compare(want.data(), got.data(), want.size(), 0.25, 0.02);
-    EXPECT_TRUE(m.ok) << c << ": " << m.ToString();
+    double diff2 = 0, norm2 = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      diff2 += (got[i] - want[i]) * (got[i] - want[i]);
+      norm2 += want[i] * want[i];
+    }
+    const double rel = std::sqrt(diff2 / norm2);
+    EXPECT_LT(rel, 0.1) << c;
+    int decisive = 0, agree = 0;
+    for (size_t row = 0; row < ids.size(); ++row) {
+      const float* w = &want[row * V];
+      const float* g = &got[row * V];
+      std::vector<float> sorted(w, w + V);
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+      if (sorted[0] - sorted[1] < 1.0f) continue;  // inside the bf16 envelope: either answer is right
+      ++decisive;
+      agree += (std::max_element(w, w + V) - w) == (std::max_element(g, g + V) - g);
+    }
+    EXPECT_EQ(agree, decisive) << c;
+    std::printf("[ %s %s bf16 ] relative RMS diff %.3g, top-1 agrees on %d/%d decisive rows\n",
+                GetParam().c_str(), c, rel, agree, decisive);
   }
 }
 
