@@ -46,6 +46,39 @@ TEST(TokenizerGolden, AllCasesDecodeExactly) {
   }
 }
 
+// A second, larger reference: 1500 seeded random texts aimed at the edges
+// (literal "▁", "> " before spaces, whitespace runs, control-token
+// fragments, astral code points) with ids from the independent JavaScript
+// implementation @huggingface/tokenizers 0.2.0, which also reproduces all
+// of encode_golden.json.
+TEST(TokenizerGolden, RandomTextsMatchTokenizersJs) {
+  std::ifstream in(testing::TestDataPath("tokenizer/random_golden.json"));
+  ASSERT_TRUE(in.good());
+  const auto golden = nlohmann::json::parse(in);
+  const auto& cases = golden.at("cases");
+  ASSERT_EQ(cases.size(), 1500u);
+  int failures = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string text = cases[i].at("text");
+    const auto want = cases[i].at("ids").get<std::vector<int32_t>>();
+    auto got = GemmaTokenizer().Encode(text);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    if (*got != want && ++failures <= 5) ADD_FAILURE() << "case " << i << ": " << text;
+    // The decoder maps every "▁" to " " and is otherwise lossless.
+    std::string expected_text;
+    for (size_t at = 0; at < text.size();) {
+      if (text.compare(at, 3, "\xE2\x96\x81") == 0) {
+        expected_text += ' ';
+        at += 3;
+      } else {
+        expected_text += text[at++];
+      }
+    }
+    EXPECT_EQ(GemmaTokenizer().Decode(want), expected_text) << "case " << i;
+  }
+  EXPECT_EQ(failures, 0);
+}
+
 // The word cache must not change results: encoding the same text twice,
 // and all texts joined, gives the same ids as one by one.
 TEST(TokenizerGolden, RepeatedAndConcatenatedEncodingsAgree) {
