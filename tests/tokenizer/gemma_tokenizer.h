@@ -1,6 +1,8 @@
 // The Gemma 4 tokenizer from testdata, loaded once per test binary.
 #pragma once
 
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include "test_util.h"
