@@ -41,11 +41,25 @@ struct AttentionArgs {
 // absolute position (masks as in AttentionArgs). Records hold all KV heads;
 // each plane below is [width] codes or [width / group] fp16 numbers, with
 // head h's elements at [h * head_dim, (h + 1) * head_dim).
+//
+// Keys are visited in the order first, first + 1, ..., wrapping at num_keys
+// (a ring passes its oldest slot, so the order is chronological), and the
+// kernels reduce over the *visible* keys only, in that order: the result
+// depends on which keys a query sees, never on masked neighbours or on where
+// a layout keeps them, so a ring and an unbounded cache give bit-identical
+// attention.
 struct EncodedKv {
   const uint8_t* records = nullptr;
   int64_t record_bytes = 0;
   const int32_t* pos = nullptr;
   int64_t num_keys = 0;
+  int64_t first = 0;
+};
+
+// kv:plain: float32 K and V rows at byte offsets k and v of a record.
+struct PlainKvFormat {
+  int64_t k = 0;
+  int64_t v = 0;
 };
 
 // kv:affine: codes of `bits` bits packed LSB-first (backend/kv_formats.h), an
@@ -96,11 +110,13 @@ class Ops {
   // x[i] = cap * tanh(x[i] / cap)
   virtual void Softcap(float* x, int64_t n, float cap) = 0;
 
-  // Attention over encoded K/V, computed on the packed codes. The query side
-  // of `args` (q, q_pos, num_queries, heads, head_dim, window, scale, out) is
-  // used; its k, v, k_pos, num_keys and kv_stride are ignored. Not pure: the
-  // defaults are the host kernels (backend/cpu/kv_attention_*.cc), which a
-  // device backend overrides.
+  // Attention over a KV cache's records (EncodedKv), computed on the stored
+  // representation (packed codes are never expanded to a float cache). The
+  // query side of `args` (q, q_pos, num_queries, heads, head_dim, window,
+  // scale, out) is used; its k, v, k_pos, num_keys and kv_stride are
+  // ignored. Not pure: the defaults are the host kernels
+  // (backend/cpu/kv_attention_*.cc), which a device backend overrides.
+  virtual void AttentionPlainKv(const AttentionArgs& args, const EncodedKv& kv, const PlainKvFormat& f);
   virtual void AttentionAffineKv(const AttentionArgs& args, const EncodedKv& kv, const AffineKvFormat& f);
   // As above; the output is left in the rotated value domain.
   virtual void AttentionTurboKv(const AttentionArgs& args, const EncodedKv& kv, const TurboKvFormat& f);

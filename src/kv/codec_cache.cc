@@ -12,10 +12,11 @@ namespace {
 
 class CapturedView final : public CapturedKvView {
  public:
-  CapturedView(std::shared_ptr<const KvCodec> codec, std::vector<uint8_t> records, std::vector<int32_t> pos)
+  CapturedView(std::shared_ptr<const KvCodec> codec, std::vector<uint8_t> records, std::vector<int32_t> pos,
+               int64_t first)
       : codec_(std::move(codec)), records_(std::move(records)), pos_(std::move(pos)) {
     attention_.Reset(codec_.get(), EncodedKv{records_.data(), codec_->record_bytes(), pos_.data(),
-                                             static_cast<int64_t>(pos_.size())});
+                                             static_cast<int64_t>(pos_.size()), first});
     view_ = attention_.MakeView();
   }
   const KvView& view() const override { return view_; }
@@ -71,7 +72,7 @@ std::unique_ptr<CapturedKvView> CodecCache::CaptureDonorAttention() const {
   const EncodedKv held = store_.Held();
   std::vector<uint8_t> records(held.records, held.records + held.num_keys * held.record_bytes);
   std::vector<int32_t> pos(held.pos, held.pos + held.num_keys);
-  return std::make_unique<CapturedView>(codec_, std::move(records), std::move(pos));
+  return std::make_unique<CapturedView>(codec_, std::move(records), std::move(pos), held.first);
 }
 
 StatusOr<std::unique_ptr<LayerCache>> CodecCache::ConvertTo(const KvCodecSpec& spec) const {

@@ -34,15 +34,7 @@ class PlainCodec final : public KvCodec {
     view->stride = 2 * width();
   }
   void Attend(Ops& ops, const AttentionArgs& query, const EncodedKv& kv) const override {
-    AttentionArgs a = query;
-    KvView view;
-    FillPlainPort(kv, &view);
-    a.k = view.k;
-    a.v = view.v;
-    a.kv_stride = view.stride;
-    a.k_pos = kv.pos;
-    a.num_keys = kv.num_keys;
-    ops.Attention(a);
+    ops.AttentionPlainKv(query, kv, PlainKvFormat{0, static_cast<int64_t>(width() * sizeof(float))});
   }
 };
 

@@ -65,13 +65,15 @@ EncodedKv KvStore::Append(const uint8_t* records, const int32_t* pos, int64_t n)
     return Held();
   }
   // A ring chunk that wraps: its first queries still see keys the ring is
-  // about to overwrite, so they attend over [held..., new...] in scratch.
+  // about to overwrite, so they attend over [held..., new...] in scratch,
+  // oldest first.
   const int64_t h = held();
   scratch_records_.resize((h + n) * record_bytes_);
   scratch_pos_.resize(h + n);
-  if (h) {
-    std::memcpy(scratch_records_.data(), buf_->records.data(), h * record_bytes_);
-    std::copy(buf_->pos.begin(), buf_->pos.begin() + h, scratch_pos_.begin());
+  for (int64_t i = 0; i < h; ++i) {
+    const int64_t s = ChronologicalSlot(i);
+    std::memcpy(scratch_records_.data() + i * record_bytes_, buf_->records.data() + s * record_bytes_, record_bytes_);
+    scratch_pos_[i] = buf_->pos[s];
   }
   std::memcpy(scratch_records_.data() + h * record_bytes_, records, n * record_bytes_);
   std::copy(pos, pos + n, scratch_pos_.begin() + h);
@@ -79,12 +81,12 @@ EncodedKv KvStore::Append(const uint8_t* records, const int32_t* pos, int64_t n)
   for (int64_t i = std::max<int64_t>(0, n - window_); i < n; ++i)
     Write((offset_ + i) % window_, records + i * record_bytes_, pos[i]);
   offset_ += n;
-  return EncodedKv{scratch_records_.data(), record_bytes_, scratch_pos_.data(), h + n};
+  return EncodedKv{scratch_records_.data(), record_bytes_, scratch_pos_.data(), h + n, 0};
 }
 
 EncodedKv KvStore::Held() const {
-  if (!buf_) return EncodedKv{nullptr, record_bytes_, nullptr, 0};
-  return EncodedKv{buf_->records.data(), record_bytes_, buf_->pos.data(), held()};
+  if (!buf_) return EncodedKv{nullptr, record_bytes_, nullptr, 0, 0};
+  return EncodedKv{buf_->records.data(), record_bytes_, buf_->pos.data(), held(), ChronologicalSlot(0)};
 }
 
 int64_t KvStore::ChronologicalSlot(int64_t i) const {

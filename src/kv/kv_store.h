@@ -40,7 +40,7 @@ class KvStore {
   // for a ring chunk that overwrites keys its first queries still see, a
   // transient copy of [held slots..., new records...].
   EncodedKv Append(const uint8_t* records, const int32_t* pos, int64_t n);
-  // The held slots, in slot order.
+  // The held slots, in slot order; `first` is the oldest.
   EncodedKv Held() const;
   // Slot of the i-th oldest held token.
   int64_t ChronologicalSlot(int64_t i) const;

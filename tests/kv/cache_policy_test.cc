@@ -72,7 +72,7 @@ TEST(Ring, MatchesUnboundedCacheOverSeveralWindows) {
       const KvView rv = Feed(*ring, at, n), fv = Feed(*full, at, n);
       EXPECT_LE(rv.num_keys, std::max<int64_t>(window + n, window));
       const auto a = Attend(*ops, rv, at, n, window), b = Attend(*ops, fv, at, n, window);
-      auto m = testing::Compare(b.data(), a.data(), a.size(), 1e-5, 1e-5);
+      auto m = testing::Compare(b.data(), a.data(), a.size(), 0.0);  // bit-identical
       ASSERT_TRUE(m.ok) << spec.signature() << " at " << at << " chunk " << n << ": " << m.ToString();
       at += static_cast<int32_t>(n);
     }

@@ -7,20 +7,23 @@ namespace g4 {
 namespace {
 
 struct AffineReader {
+  static constexpr bool kUnitScale = false;
   const AffineKvFormat& f;
   int head_dim;
   int group;
 
-  void Key(const uint8_t* rec, int kh, float* codes, float* step, float* offset) const {
+  const float* Key(const uint8_t* rec, int kh, float* codes, float* step, float* offset) const {
     Unpack(rec + f.k_codes, kh, codes);
     Scales(rec + f.k_scales, rec + f.k_biases, kh, step, offset);
+    return codes;
   }
-  void Value(const uint8_t* rec, int kh, float* row) const {
+  const float* Value(const uint8_t* rec, int kh, float* row) const {
     Unpack(rec + f.v_codes, kh, row);
     float step[512 / 32], offset[512 / 32];
     Scales(rec + f.v_scales, rec + f.v_biases, kh, step, offset);
     for (int c = 0; c < head_dim / group; ++c)
       for (int e = 0; e < group; ++e) row[c * group + e] = step[c] * row[c * group + e] + offset[c];
+    return row;
   }
   void Unpack(const uint8_t* plane, int kh, float* out) const {
     const uint8_t* p = plane + static_cast<int64_t>(kh) * head_dim * f.bits / 8;

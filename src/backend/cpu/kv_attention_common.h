@@ -1,19 +1,24 @@
-// The host kernel shared by the encoded-KV attention ops (Ops::AttentionAffineKv,
-// Ops::AttentionTurboKv): online softmax over blocks of keys, the query
-// heads of one KV head together, keys split into ranges for decode (few
-// (query, KV head) pairs) and merged by log-sum-exp, as in attention.cc.
+// The host kernel shared by the KV-cache attention ops (Ops::AttentionPlainKv,
+// AttentionAffineKv, AttentionTurboKv): online softmax over blocks of keys,
+// the query heads of one KV head together, and for decode (few (query, KV
+// head) pairs) the keys split into ranges merged by log-sum-exp, as in
+// attention.cc. Unlike there, blocks and splits are formed from the keys a
+// query can see, taken in the EncodedKv's logical order, so the arithmetic
+// never depends on masked keys or on the layout (ring or unbounded).
 //
 // A Reader knows one record format. Keys are scored on their codes: for a
 // group with step s and offset term o (x = s c + o),
 //   q . x = s (q . c) + o sum(q),
 // so only the integer codes are widened to float and each group costs one
-// dot product plus one multiply-add. Values are decoded once per key and KV
-// head into a float row shared by the heads of the group.
+// dot product plus one multiply-add (plain records skip both: kUnitScale).
+// Values are decoded once per key and KV head into a float row shared by the
+// query heads of the group.
 //
 //   struct Reader {
-//     int group;                                            // elements per scale
-//     void Key(const uint8_t* rec, int kh, float* codes, float* step, float* offset) const;
-//     void Value(const uint8_t* rec, int kh, float* row) const;
+//     static constexpr bool kUnitScale;                      // step 1, offset 0
+//     int group;                                             // elements per scale
+//     const float* Key(const uint8_t* rec, int kh, float* buf, float* step, float* offset) const;
+//     const float* Value(const uint8_t* rec, int kh, float* buf) const;
 //   };
 #pragma once
 
@@ -54,26 +59,36 @@ inline float* Scratch(size_t n) {
 template <class Reader>
 void EncodedAttention(const AttentionArgs& a, const EncodedKv& kv, const Reader& reader) {
   G4_CHECK_MSG(a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0,
-               "[cpu] encoded KV attention: heads not a multiple of KV heads");
-  G4_CHECK_MSG(a.head_dim % reader.group == 0, "[cpu] encoded KV attention: head_dim not whole groups");
+               "[cpu] KV attention: heads not a multiple of KV heads");
+  G4_CHECK_MSG(a.head_dim % reader.group == 0, "[cpu] KV attention: head_dim not whole groups");
+  G4_CHECK_MSG(kv.num_keys == 0 || (kv.first >= 0 && kv.first < kv.num_keys), "[cpu] KV attention: bad first key");
   const int group = a.num_heads / a.num_kv_heads;
   const int d = a.head_dim;
   const int ng = d / reader.group;
+  const int64_t nk = kv.num_keys;
   const int64_t pairs = a.num_queries * a.num_kv_heads;
+  auto slot = [&](int64_t j) { const int64_t s = kv.first + j; return s >= nk ? s - nk : s; };
+  auto sees = [&](int64_t qp, int64_t kp) { return kp <= qp && (a.window <= 0 || kp > qp - a.window); };
+  // Splits come from the number of visible keys, never from num_keys.
   const int64_t threads = omp_get_max_threads();
   int64_t splits = 1;
+  std::vector<int64_t> visible(a.num_queries, 0);
   if (pairs < 2 * threads) {
-    splits = std::min((2 * threads + pairs - 1) / pairs, (kv.num_keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
+    int64_t most = 0;
+    for (int64_t i = 0; i < a.num_queries; ++i) {
+      for (int64_t j = 0; j < nk; ++j) visible[i] += sees(a.q_pos[i], kv.pos[j]);
+      most = std::max(most, visible[i]);
+    }
+    splits = std::min((2 * threads + pairs - 1) / pairs, (most + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
     splits = std::max<int64_t>(splits, 1);
   }
-  const int64_t keys_per_split = (kv.num_keys + splits - 1) / splits;
   const int64_t state_floats = group * (2 + static_cast<int64_t>(d));
   std::vector<float> partial(splits > 1 ? pairs * splits * state_floats : 0);
-  // Per thread: state, scores [group, kBlock], codes [d], value row [d],
-  // steps and offsets [ng], query group sums [group, ng].
+  // Per thread: state, scores [group, kBlock], key and value rows [d], steps
+  // and offsets [ng], query group sums [group, ng].
   const size_t scratch_floats = state_floats + group * kBlock + 2 * d + 2 * ng + group * ng;
 
-#pragma omp parallel if (pairs * splits > 1 && kv.num_keys * pairs >= 64)
+#pragma omp parallel if (pairs * splits > 1 && nk * pairs >= 64)
   {
     float* scratch = Scratch(scratch_floats);
 #pragma omp for schedule(dynamic, 1)
@@ -86,42 +101,42 @@ void EncodedAttention(const AttentionArgs& a, const EncodedKv& kv, const Reader&
       float* l = st + group;
       float* acc = st + 2 * group;
       float* scores = scratch + state_floats;
-      float* codes = scores + group * kBlock;
-      float* row = codes + d;
-      float* step = row + d;
+      float* kbuf = scores + group * kBlock;
+      float* vbuf = kbuf + d;
+      float* step = vbuf + d;
       float* offset = step + ng;
       float* qsum = offset + ng;
       std::fill(m, m + group, -std::numeric_limits<float>::infinity());
       std::fill(l, l + group, 0.0f);
       std::fill(acc, acc + group * static_cast<int64_t>(d), 0.0f);
       const float* q = a.q + (i * a.num_heads + static_cast<int64_t>(kh) * group) * d;
-      for (int g = 0; g < group; ++g)
-        for (int c = 0; c < ng; ++c) {
-          float s = 0;
-          for (int e = 0; e < reader.group; ++e) s += q[g * d + c * reader.group + e];
-          qsum[g * ng + c] = s;
-        }
+      if (!Reader::kUnitScale)
+        for (int g = 0; g < group; ++g)
+          for (int c = 0; c < ng; ++c) {
+            float s = 0;
+            for (int e = 0; e < reader.group; ++e) s += q[g * d + c * reader.group + e];
+            qsum[g * ng + c] = s;
+          }
       const int64_t qp = a.q_pos[i];
-      const int64_t lowest = a.window > 0 ? qp - a.window : std::numeric_limits<int64_t>::min();
-      const int64_t j_begin = sp * keys_per_split;
-      const int64_t j_end = std::min(kv.num_keys, j_begin + keys_per_split);
-      int64_t idx[kBlock];
-      for (int64_t j0 = j_begin; j0 < j_end; j0 += kBlock) {
-        const int64_t j1 = std::min(j_end, j0 + kBlock);
-        int nv = 0;
-        for (int64_t j = j0; j < j1; ++j) {
-          const int64_t kp = kv.pos[j];
-          if (kp <= qp && kp > lowest) idx[nv++] = j;
-        }
-        if (nv == 0) continue;
+      // This task's share of the visible keys, by rank among them.
+      const int64_t per = splits > 1 ? (visible[i] + splits - 1) / splits : std::numeric_limits<int64_t>::max();
+      const int64_t rank_begin = splits > 1 ? sp * per : 0;
+      const int64_t rank_end = splits > 1 ? std::min(visible[i], rank_begin + per) : per;
+
+      auto fold = [&](const int64_t* idx, int nv) {
         for (int t = 0; t < nv; ++t) {
-          reader.Key(kv.records + idx[t] * kv.record_bytes, kh, codes, step, offset);
+          const float* k = reader.Key(kv.records + idx[t] * kv.record_bytes, kh, kbuf, step, offset);
           for (int g = 0; g < group; ++g) {
             const float* qg = q + static_cast<int64_t>(g) * d;
-            float s = 0;
-            for (int c = 0; c < ng; ++c)
-              s += step[c] * VDot(qg + c * reader.group, codes + c * reader.group, reader.group) +
-                   offset[c] * qsum[g * ng + c];
+            float s;
+            if (Reader::kUnitScale) {
+              s = VDot(qg, k, d);
+            } else {
+              s = 0;
+              for (int c = 0; c < ng; ++c)
+                s += step[c] * VDot(qg + c * reader.group, k + c * reader.group, reader.group) +
+                     offset[c] * qsum[g * ng + c];
+            }
             scores[g * kBlock + t] = a.scale * s;
           }
         }
@@ -131,7 +146,7 @@ void EncodedAttention(const AttentionArgs& a, const EncodedKv& kv, const Reader&
           for (int t = 0; t < nv; ++t) block_max = std::max(block_max, s[t]);
           const float m_new = std::max(m[g], block_max);
           if (m_new > m[g]) {
-            const float c = std::exp(m[g] - m_new);
+            const float c = std::exp(m[g] - m_new);  // 0 on the first block (m = -inf)
             l[g] *= c;
             ScaleRow(acc + static_cast<int64_t>(g) * d, c, d);
             m[g] = m_new;
@@ -146,10 +161,25 @@ void EncodedAttention(const AttentionArgs& a, const EncodedKv& kv, const Reader&
           l[g] += l_add;
         }
         for (int t = 0; t < nv; ++t) {
-          reader.Value(kv.records + idx[t] * kv.record_bytes, kh, row);
-          for (int g = 0; g < group; ++g) AxpyRow(acc + static_cast<int64_t>(g) * d, scores[g * kBlock + t], row, d);
+          const float* v = reader.Value(kv.records + idx[t] * kv.record_bytes, kh, vbuf);
+          for (int g = 0; g < group; ++g) AxpyRow(acc + static_cast<int64_t>(g) * d, scores[g * kBlock + t], v, d);
+        }
+      };
+
+      int64_t idx[kBlock];
+      int nv = 0;
+      int64_t rank = 0;
+      for (int64_t j = 0; j < nk && rank < rank_end; ++j) {
+        const int64_t sj = slot(j);
+        if (!sees(qp, kv.pos[sj])) continue;
+        if (rank++ < rank_begin) continue;
+        idx[nv++] = sj;
+        if (nv == kBlock) {
+          fold(idx, nv);
+          nv = 0;
         }
       }
+      if (nv > 0) fold(idx, nv);
       if (splits == 1) {
         float* out = a.out + (i * a.num_heads + static_cast<int64_t>(kh) * group) * d;
         for (int g = 0; g < group; ++g) {
@@ -161,6 +191,7 @@ void EncodedAttention(const AttentionArgs& a, const EncodedKv& kv, const Reader&
   }
   if (splits == 1) return;
 
+  // Merge: out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M).
 #pragma omp parallel for schedule(static) if (pairs > 1)
   for (int64_t pair = 0; pair < pairs; ++pair) {
     const int64_t i = pair / a.num_kv_heads;

@@ -12,11 +12,12 @@ namespace {
 constexpr int kGroup = 32;
 
 struct TurboReader {
+  static constexpr bool kUnitScale = false;
   const TurboKvFormat& f;
   int head_dim;
   int group = kGroup;
 
-  void Key(const uint8_t* rec, int kh, float* codes, float* step, float* offset) const {
+  const float* Key(const uint8_t* rec, int kh, float* codes, float* step, float* offset) const {
     const int64_t first = static_cast<int64_t>(kh) * head_dim;
     if (f.key_bits == 8) {
       const int8_t* p = reinterpret_cast<const int8_t*>(rec + f.k_index) + first;
@@ -31,8 +32,9 @@ struct TurboReader {
       step[c] = cpu::HalfToFloat(s[c]);
       offset[c] = step[c] * cpu::HalfToFloat(z[c]);  // (i + z) s = s i + s z
     }
+    return codes;
   }
-  void Value(const uint8_t* rec, int kh, float* row) const {
+  const float* Value(const uint8_t* rec, int kh, float* row) const {
     const int64_t first = static_cast<int64_t>(kh) * head_dim;
     const uint8_t* p = rec + f.v_index + first * f.value_bits / 8;
     const uint16_t* r = reinterpret_cast<const uint16_t*>(rec + f.v_scales) + first / kGroup;
@@ -42,6 +44,7 @@ struct TurboReader {
       const float scale = cpu::HalfToFloat(r[c]);
       for (int e = 0; e < kGroup; ++e) row[c * kGroup + e] = f.value_centroids[q[e]] * scale;
     }
+    return row;
   }
 };
 
