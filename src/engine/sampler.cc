@@ -238,13 +238,16 @@ void Sampler::CutTopP(const float* logits, float max, const float* probs, double
   // Whole buckets are kept until the one where the mass crosses top_p; only
   // that bucket is sorted.
   constexpr int kBuckets = 4096;
+  // In double: a float range can overflow, and its reciprocal too.
   float lo = max;
   for (int id : pool_) lo = std::min(lo, logits[id]);
-  const float scale = max > lo ? static_cast<float>(kBuckets) / (max - lo) : 0.0f;
+  const double range = static_cast<double>(max) - lo;
+  const double scale = range > 0 ? kBuckets / range : 0.0;
   std::vector<double> mass(kBuckets, 0.0);
   bucket_.resize(pool_.size());
   for (size_t i = 0; i < pool_.size(); ++i) {
-    const int b = std::min(kBuckets - 1, static_cast<int>((max - logits[pool_[i]]) * scale));
+    const double offset = (static_cast<double>(max) - logits[pool_[i]]) * scale;
+    const int b = std::min(kBuckets - 1, static_cast<int>(offset));
     bucket_[i] = static_cast<uint16_t>(b);
     mass[b] += probs[pool_[i]] * inv_sum;
   }
@@ -340,7 +343,7 @@ Candidates Sampler::Filtered(const float* logits, bool xtc_fires) {
   const int n = vocab_size_;
   const int best = Argmax(logits, n);
   const float max = logits[best];
-  if (params_.temperature <= 0 || !(max > kNegInf)) {
+  if (params_.temperature <= 0 || !(max > kNegInf) || !std::isfinite(1.0f / params_.temperature)) {
     c.ids = {best};
     c.probs = {1.0};
     return c;
@@ -371,7 +374,8 @@ int Sampler::Sample(float* logits, std::span<const int> context_tokens, LogProbs
   const int best = Argmax(logits, n);
   const float max = logits[best];
   const bool finite = max > kNegInf;
-  const bool greedy = params_.temperature <= 0 || !finite;
+  // A temperature so small that 1 / T overflows is greedy in all but name.
+  const bool greedy = params_.temperature <= 0 || !finite || !std::isfinite(1.0f / params_.temperature);
   const bool xtc_fires = !greedy && params_.xtc_probability > 0 && Uniform() < params_.xtc_probability;
   const bool filtered =
       params_.top_p < 1.0f || params_.min_p > 0 || (params_.top_k > 0 && params_.top_k < n) || xtc_fires;

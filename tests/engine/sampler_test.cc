@@ -4,6 +4,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -432,6 +433,33 @@ TEST(SamplerTest, NonFiniteLogitsNeverWin) {
   EXPECT_EQ(g.Sample(all_bad.data(), {}, &out), 0);
   std::vector<float> pos_inf = {0.0f, INFINITY, 1.0f};
   EXPECT_EQ(g.Sample(pos_inf.data(), {}), 1);
+}
+
+TEST(SamplerTest, ExtremeValuesStayInRange) {
+  const std::vector<std::vector<float>> cases = {
+      {FLT_MAX, -FLT_MAX, 0.0f, FLT_MAX},
+      {1e-40f, 0.0f, 2e-40f, -1e-45f},  // differences below float's normal range
+      {-1e30f, -1e30f, -1e30f},
+      {3.0f, 3.0f, 3.0f, 3.0f, 3.0f}};
+  for (float t : {1.0f, 1e-30f, 1e-39f, 50.0f}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      SamplingParams p = Seeded(variant);
+      p.temperature = t;
+      p.top_p = variant & 1 ? 0.5f : 1.0f;
+      p.min_p = variant & 2 ? 0.5f : 0.0f;
+      p.top_logprobs = 2;
+      for (const auto& base : cases) {
+        Sampler s(p, static_cast<int>(base.size()));
+        std::vector<float> l = base;
+        LogProbs out;
+        const int tok = s.Sample(l.data(), {}, &out);
+        ASSERT_GE(tok, 0);
+        ASSERT_LT(tok, static_cast<int>(base.size()));
+        EXPECT_FALSE(std::isnan(out.logprob));
+        EXPECT_LE(out.logprob, 1e-6);
+      }
+    }
+  }
 }
 
 TEST(SamplerTest, FullVocabularyTopP) {
