@@ -8,13 +8,14 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "io/safetensors.h"
+#include "kv/kv_scheme.h"
 #include "model/gemma4_model.h"
 
 namespace g4::cli {
 namespace {
 
 struct LogitsOptions {
-  std::string model_dir, ids_text, decode_text, out;
+  std::string model_dir, ids_text, decode_text, out, kv_spec = "plain";
   int greedy = 0;
   int64_t chunk = 512;
 };
@@ -26,6 +27,7 @@ Status RunLogitsImpl(const LogitsOptions& o) {
     G4_ASSIGN_OR_RETURN(decode_ids, ParseIdList(o.decode_text));
   }
   if (o.greedy < 0) return InvalidArgument("--greedy must be >= 0");
+  G4_ASSIGN_OR_RETURN(KvScheme scheme, KvScheme::Parse(o.kv_spec));
   auto ops = MakeCpuOps();
   G4_ASSIGN_OR_RETURN(std::unique_ptr<Gemma4Model> model, Gemma4Model::Load(o.model_dir, ops.get()));
   const int64_t V = model->vocab_size();
@@ -36,7 +38,8 @@ Status RunLogitsImpl(const LogitsOptions& o) {
 
   SafetensorsWriter out;
   std::vector<float> logits(ids.size() * V);
-  auto kv = SequenceKv::MakePlain(model->config());
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<SequenceKv> kv, SequenceKv::Make(model->config(), scheme));
+  out.SetMetadata("kv", scheme.signature());
   G4_RETURN_IF_ERROR(model->ForwardChunked(ids.data(), ids.size(), o.chunk, *kv, logits.data(), true));
   out.AddF32("logits", {static_cast<int64_t>(ids.size()), V}, logits.data());
   out.AddI32("ids", {static_cast<int64_t>(ids.size())}, ids.data());
@@ -56,7 +59,7 @@ Status RunLogitsImpl(const LogitsOptions& o) {
   }
   if (!decode_ids.empty()) {
     // Teacher forcing from the prompt's cache state.
-    auto dkv = SequenceKv::MakePlain(model->config());
+    G4_ASSIGN_OR_RETURN(std::unique_ptr<SequenceKv> dkv, SequenceKv::Make(model->config(), scheme));
     std::vector<float> last(V);
     G4_RETURN_IF_ERROR(model->ForwardChunked(ids.data(), ids.size(), o.chunk, *dkv, last.data(), false));
     std::vector<float> rows(decode_ids.size() * V);
@@ -77,6 +80,11 @@ int RunLogits(int argc, char** argv) {
   app.add_option("--greedy", o.greedy, "greedy steps: writes greedy_ids [N] and greedy_logits [N, V]");
   app.add_option("--decode-ids", o.decode_text, "ids fed one by one after the prompt: writes decode_logits [K, V]");
   app.add_option("--chunk", o.chunk, "prefill chunk size")->check(CLI::PositiveNumber);
+  app.add_option("--kv", o.kv_spec,
+                 "KV cache scheme (docs/kv-cache.md): plain, affine:8, affine:4, affine:4:32, turbo:k8v3, "
+                 "turbo:k4v3, ..., each optionally @N (plain until N tokens, then convert), or "
+                 "full=SPEC,sliding=SPEC")
+      ->capture_default_str();
   app.add_option("--out", o.out, "output safetensors file")->required();
   try {
     app.parse(argc, argv);
