@@ -9,6 +9,9 @@
 // by the plain model's own greedy continuation, so the decoded text is what
 // the model would actually produce; every mode is then fed exactly that
 // sequence one token at a time.
+//
+// With --preset (a g4 synth geometry) instead of --model, only the bytes are
+// computed, from the configuration alone: no weights are needed.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -18,6 +21,8 @@
 #include "backend/ops.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "engine/synth_checkpoint.h"
+#include "io/config.h"
 #include "kv/kv_scheme.h"
 #include "model/gemma4_model.h"
 
@@ -25,7 +30,8 @@ namespace g4::cli {
 namespace {
 
 struct KvEvalOptions {
-  std::string model_dir, prompt_text;
+  std::string model_dir, preset, prompt_text;
+  int64_t context = 32768;
   std::vector<std::string> modes;
   int tokens = 64;
   int prompt_len = 16;
@@ -72,6 +78,21 @@ Status RunKvEvalImpl(const KvEvalOptions& o) {
     G4_ASSIGN_OR_RETURN(KvScheme s, KvScheme::Parse(m));
     schemes.push_back(s);
   }
+  if (!o.preset.empty()) {
+    if (o.context <= 0) return InvalidArgument("--context must be positive");
+    G4_ASSIGN_OR_RETURN(std::string text, SynthConfigJson(o.preset, "bf16"));
+    G4_ASSIGN_OR_RETURN(Gemma4Config config, ParseGemma4Config(text));
+    std::printf("preset %s: KV cache at a %lld-token context\n", o.preset.c_str(), static_cast<long long>(o.context));
+    std::printf("%-14s %16s %12s  %s\n", "mode", "bytes/token", "total GiB", "scheme");
+    for (size_t i = 0; i < schemes.size(); ++i) {
+      G4_ASSIGN_OR_RETURN(std::unique_ptr<SequenceKv> kv, SequenceKv::Make(config, schemes[i]));
+      const double bytes = static_cast<double>(kv->ProjectedBytes(o.context));
+      std::printf("%-14s %16.1f %12.3f  %s\n", modes[i].c_str(), bytes / o.context, bytes / (1u << 30),
+                  schemes[i].signature().c_str());
+    }
+    return Status::Ok();
+  }
+  if (o.model_dir.empty()) return InvalidArgument("give --model DIR (or --preset NAME for bytes only)");
   auto ops = MakeCpuOps();
   G4_ASSIGN_OR_RETURN(std::unique_ptr<Gemma4Model> model, Gemma4Model::Load(o.model_dir, ops.get()));
   const int64_t V = model->vocab_size();
@@ -126,7 +147,10 @@ Status RunKvEvalImpl(const KvEvalOptions& o) {
 int RunKvEval(int argc, char** argv) {
   CLI::App app{"Bytes per token and quality (KL, top-1 vs plain) of each KV cache mode", "g4 kv-eval"};
   KvEvalOptions o;
-  app.add_option("--model", o.model_dir, "checkpoint directory (config.json + safetensors)")->required();
+  auto* model = app.add_option("--model", o.model_dir, "checkpoint directory (config.json + safetensors)");
+  app.add_option("--preset", o.preset, "instead of --model: bytes only, for a g4 synth geometry (e.g. e4b, 31b)")
+      ->excludes(model);
+  app.add_option("--context", o.context, "context length for --preset")->capture_default_str();
   app.add_option("--tokens", o.tokens, "teacher-forced decode steps")->capture_default_str();
   app.add_option("--prompt-ids", o.prompt_text, "prompt token ids, comma separated (default: random ids)");
   app.add_option("--prompt-len", o.prompt_len, "length of the random prompt")->capture_default_str();
