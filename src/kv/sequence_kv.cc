@@ -46,15 +46,14 @@ size_t SequenceKv::ProjectedBytes(int64_t tokens) const {
 int64_t SequenceKv::minimum_reusable_offset() const {
   int64_t m = 0;
   for (const auto& c : layers_)
-    if (c && const_cast<LayerCache*>(c.get())->reuse())
-      m = std::max(m, const_cast<LayerCache*>(c.get())->reuse()->minimum_reusable_offset());
+    if (c && c->reuse()) m = std::max(m, c->reuse()->minimum_reusable_offset());
   return m;
 }
 
 bool SequenceKv::trimmable() const {
   for (const auto& c : layers_) {
     if (!c) continue;
-    CacheReuse* r = const_cast<LayerCache*>(c.get())->reuse();
+    CacheReuse* r = c->reuse();
     if (!r || !r->trimmable()) return false;
   }
   return true;
@@ -88,7 +87,7 @@ StatusOr<std::unique_ptr<SequenceKv>> SequenceKv::Clone() const {
   s->layers_.resize(layers_.size());
   for (size_t l = 0; l < layers_.size(); ++l) {
     if (!layers_[l]) continue;
-    CacheReuse* r = const_cast<LayerCache*>(layers_[l].get())->reuse();
+    CacheReuse* r = layers_[l]->reuse();
     if (!r) return Unsupported("[kv] layer " + std::to_string(l) + " (" + layers_[l]->signature() + ") cannot clone");
     s->layers_[l] = r->Clone();
   }
@@ -99,7 +98,7 @@ int64_t SequenceKv::max_append_tokens() const {
   int64_t m = std::numeric_limits<int64_t>::max();
   for (const auto& c : layers_)
     if (c)
-      if (PrecisionMaintenance* p = const_cast<LayerCache*>(c.get())->precision_maintenance())
+      if (PrecisionMaintenance* p = c->precision_maintenance())
         m = std::min(m, p->max_append_tokens());
   return m;
 }

@@ -177,16 +177,17 @@ TEST_F(ModelKvTest, MoreBitsNeverLoseToFewerAndEveryModeIsReported) {
   for (const char* name : kFixtures) {
     Load(name);
     std::map<std::string, double> kl, top1;
-    for (uint32_t prompt = 0; prompt < 3; ++prompt) {
-      const auto ids = Ids(64, 100 + prompt);
+    const int kPrompts = 2;
+    for (uint32_t prompt = 0; prompt < kPrompts; ++prompt) {
+      const auto ids = Ids(44, 100 + prompt);
       auto plain = Kv("plain");
       const auto ref = TeacherForced(*plain, ids, 16, 16);
       for (const char* mode : kModes) {
         auto kv = Kv(mode);
         const auto got = TeacherForced(*kv, ids, 16, 16);
         const auto [k, t] = KlAndTop1(ref, got);
-        kl[mode] += k / 3;
-        top1[mode] += t / 3;
+        kl[mode] += k / kPrompts;
+        top1[mode] += t / kPrompts;
       }
     }
     for (const char* mode : kModes) {
