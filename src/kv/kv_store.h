@@ -8,6 +8,9 @@
 // depend on n only: ProjectedBytes(n) == allocated_bytes() for any sequence
 // of appends reaching n. Copies (Clone) share storage copy-on-write: O(1),
 // and the first write to shared storage copies it.
+//
+// Threading: the copy-on-write test reads the share count, so a store and
+// its clones must not be written concurrently from different threads.
 #pragma once
 
 #include <cstdint>
