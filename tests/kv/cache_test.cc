@@ -79,7 +79,8 @@ DonorRows Decoded(LayerCache& c) {
 
 const KvCodecSpec kAllCodecs[] = {KvCodecSpec::Plain(),      KvCodecSpec::Affine(8, 64), KvCodecSpec::Affine(4, 64),
                                   KvCodecSpec::Affine(4, 32), KvCodecSpec::Turbo(8, 3),  KvCodecSpec::Turbo(4, 3),
-                                  KvCodecSpec::Turbo(8, 8),   KvCodecSpec::Turbo(2, 2),  KvCodecSpec::Affine(8, 128)};
+                                  KvCodecSpec::Turbo(8, 8),   KvCodecSpec::Turbo(2, 2),  KvCodecSpec::Turbo(5, 5),
+                                  KvCodecSpec::Affine(8, 128)};
 
 // Attention through every codec's view equals float64 attention over what
 // the codec decodes (so the kernels on packed codes are exact up to float
@@ -128,6 +129,46 @@ TEST(CacheAttention, EncodedViewsMatchReferenceOverDecodedKv) {
         auto m = testing::Compare(want.data(), got.data(), want.size(), 2e-5, 2e-5);
         ASSERT_TRUE(m.ok) << spec.signature() << " window " << window << " chunk " << n << ": " << m.ToString();
       }
+    }
+  }
+}
+
+// Decode over many keys takes the kernel's split path (key ranges merged by
+// log-sum-exp); rings there must still equal unbounded caches bit for bit.
+TEST(CacheAttention, LongDecodeSplitsMatchReferenceAndRingsMatchUnbounded) {
+  auto ops = MakeCpuOps();
+  const Geometry g;
+  const int64_t n = 900;
+  const int window = 700;
+  const auto k = testing::RandomFloats(n * g.width(), 71, -2, 2), v = testing::RandomFloats(n * g.width(), 72, -2, 2);
+  const auto q = testing::RandomFloats(g.heads * g.head_dim, 73, -0.5, 0.5);
+  std::vector<int32_t> pos(n);
+  for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(i);
+  for (const KvCodecSpec& spec : {KvCodecSpec::Plain(), KvCodecSpec::Affine(4, 64), KvCodecSpec::Turbo(8, 3)}) {
+    auto full = MakeLayerCache({spec, -1}, g.kv_heads, g.head_dim, 0);
+    auto ring = MakeLayerCache({spec, -1}, g.kv_heads, g.head_dim, window);
+    ASSERT_TRUE(full.ok() && ring.ok());
+    (*full)->AppendAndView(k.data(), v.data(), pos.data(), n - 1);
+    (*ring)->AppendAndView(k.data(), v.data(), pos.data(), 500);
+    for (int64_t t = 500; t < n - 1; t += 37)
+      (*ring)->AppendAndView(k.data() + t * g.width(), v.data() + t * g.width(), pos.data() + t, std::min<int64_t>(37, n - 1 - t));
+    const float* kl = k.data() + (n - 1) * g.width();
+    const float* vl = v.data() + (n - 1) * g.width();
+    const KvView fv = (*full)->AppendAndView(kl, vl, &pos[n - 1], 1);
+    const KvView rv = (*ring)->AppendAndView(kl, vl, &pos[n - 1], 1);
+    const std::vector<int32_t> qpos = {pos[n - 1]};
+    for (int w : {0, window}) {
+      std::vector<float> a, b;
+      fv.attention->Attend(*ops, Query(g, q, qpos, w, &a));
+      if (w) {
+        rv.attention->Attend(*ops, Query(g, q, qpos, w, &b));
+        EXPECT_EQ(a, b) << spec.signature() << ": ring differs from unbounded";
+      }
+      const DonorRows rows = (*full)->donor_capture()->CaptureDonorRows();
+      const auto want = ReferenceAttention(g, q.data(), qpos.data(), 1, rows.k.data(), rows.v.data(), rows.pos.data(),
+                                           static_cast<int64_t>(rows.pos.size()), w);
+      auto m = testing::Compare(want.data(), a.data(), want.size(), 2e-5, 2e-5);
+      EXPECT_TRUE(m.ok) << spec.signature() << " window " << w << ": " << m.ToString();
     }
   }
 }
