@@ -23,7 +23,7 @@
 namespace g4::cpu {
 namespace {
 
-constexpr int kBlock = 64;                 // keys scored at once
+constexpr int kBlock = 32;                 // keys scored at once (their values stay in L1)
 constexpr int64_t kMinKeysPerSplit = 256;  // below this a split is not worth a merge
 
 // Softmax state for the G query heads of one (query, KV head) pair.
@@ -51,6 +51,54 @@ inline void ScaleInPlace(float* a, float c, int d) {
   if (i < d) VStoreN(a + i, VMul(VLoadN(a + i, d - i), vc), d - i);
 }
 
+// out[r] = q . k_r over d, for four key rows at once (q loaded once; two
+// chains per key so the FMAs are not latency-bound).
+inline void Dot4(const float* q, const float* const* k, int d, float* out) {
+  VF a[4][2];
+  for (int r = 0; r < 4; ++r) a[r][0] = a[r][1] = VZero();
+  int x = 0;
+  for (; x + 2 * kLanes <= d; x += 2 * kLanes) {
+    const VF q0 = VLoad(q + x), q1 = VLoad(q + x + kLanes);
+    for (int r = 0; r < 4; ++r) {
+      a[r][0] = VFma(q0, VLoad(k[r] + x), a[r][0]);
+      a[r][1] = VFma(q1, VLoad(k[r] + x + kLanes), a[r][1]);
+    }
+  }
+  for (; x < d; x += kLanes) {
+    const int n = std::min(kLanes, d - x);
+    const VF qv = VLoadN(q + x, n);
+    for (int r = 0; r < 4; ++r) a[r][0] = VFma(qv, VLoadN(k[r] + x, n), a[r][0]);
+  }
+  for (int r = 0; r < 4; ++r) out[r] = VReduceAdd(VAdd(a[r][0], a[r][1]));
+}
+
+// Vectors of head_dim kept in registers while a block of values is folded in.
+constexpr int kSlice = 8;
+
+// acc[0, S * kLanes) += sum_t p[t] * rows[t][off, off + S * kLanes), or only
+// the first `tail` floats of the last vector when tail > 0.
+template <int S>
+inline void AccumulateValues(float* acc, const float* p, const float* const* rows, int64_t off, int count,
+                             int tail) {
+  VF a[S];
+  for (int s = 0; s < S; ++s) a[s] = (tail && s == S - 1) ? VLoadN(acc + s * kLanes, tail) : VLoad(acc + s * kLanes);
+  for (int t = 0; t < count; ++t) {
+    const VF pv = VSet1(p[t]);
+    for (int s = 0; s < S; ++s) {
+      const float* r = rows[t] + off + s * kLanes;
+      const VF v = (tail && s == S - 1) ? VLoadN(r, tail) : VLoad(r);
+      a[s] = VFma(pv, v, a[s]);
+    }
+  }
+  for (int s = 0; s < S; ++s) {
+    if (tail && s == S - 1) {
+      VStoreN(acc + s * kLanes, a[s], tail);
+    } else {
+      VStore(acc + s * kLanes, a[s]);
+    }
+  }
+}
+
 // Folds keys [j_begin, j_end) into st for query i and KV head kh.
 void AttendRange(const AttentionArgs& a, int64_t i, int kh, int64_t j_begin, int64_t j_end,
                  const State& st, float* scores) {
@@ -73,11 +121,24 @@ void AttendRange(const AttentionArgs& a, int64_t i, int kh, int64_t j_begin, int
     for (int g = 0; g < group; ++g) {
       float* s = scores + g * kBlock;
       const float* qg = q + static_cast<int64_t>(g) * d;
-      float block_max = -std::numeric_limits<float>::infinity();
-      for (int t = 0; t < nv; ++t) {
-        s[t] = a.scale * VDot(qg, k + idx[t] * a.kv_stride, d);
-        block_max = std::max(block_max, s[t]);
+      int t = 0;
+      for (; t + 4 <= nv; t += 4) {
+        const float* rows[4] = {k + idx[t] * a.kv_stride, k + idx[t + 1] * a.kv_stride,
+                                k + idx[t + 2] * a.kv_stride, k + idx[t + 3] * a.kv_stride};
+        Dot4(qg, rows, d, s + t);
       }
+      for (; t < nv; ++t) s[t] = VDot(qg, k + idx[t] * a.kv_stride, d);
+      // Scale, then pad to whole vectors with -inf for the maximum.
+      const VF vscale = VSet1(a.scale);
+      for (t = 0; t < nv; t += kLanes) {
+        const int n = std::min(kLanes, nv - t);
+        VStoreN(s + t, VMul(VLoadN(s + t, n), vscale), n);
+      }
+      const int padded = (nv + kLanes - 1) / kLanes * kLanes;
+      std::fill(s + nv, s + padded, -std::numeric_limits<float>::infinity());
+      VF vmax = VLoad(s);
+      for (t = kLanes; t < padded; t += kLanes) vmax = VMax(vmax, VLoad(s + t));
+      const float block_max = VReduceMax(vmax);
       const float m_new = std::max(st.m[g], block_max);
       if (m_new > st.m[g]) {
         const float c = std::exp(st.m[g] - m_new);  // 0 on the first block (m = -inf)
@@ -94,10 +155,26 @@ void AttendRange(const AttentionArgs& a, int64_t i, int kh, int64_t j_begin, int
       for (int t = 0; t < nv; ++t) l_add += s[t];
       st.l[g] += l_add;
     }
-    for (int t = 0; t < nv; ++t) {
-      const float* vj = v + idx[t] * a.kv_stride;
-      for (int g = 0; g < group; ++g)
-        Axpy(st.acc + static_cast<int64_t>(g) * d, scores[g * kBlock + t], vj, d);
+    // Values: per slice of head_dim, each head's accumulator slice stays in
+    // registers across the whole block (the slice of the block's value rows
+    // stays in L1 across heads).
+    const float* rows[kBlock];
+    for (int t = 0; t < nv; ++t) rows[t] = v + idx[t] * a.kv_stride;
+    for (int x = 0; x < d; x += kSlice * kLanes) {
+      const int left = d - x;
+      for (int g = 0; g < group; ++g) {
+        float* acc = st.acc + static_cast<int64_t>(g) * d + x;
+        const float* p = scores + g * kBlock;
+        if (left >= kSlice * kLanes) {
+          AccumulateValues<kSlice>(acc, p, rows, x, nv, 0);
+        } else {
+          // Odd head_dim tail: one vector at a time.
+          for (int y = 0; y < left; y += kLanes) {
+            const int n = std::min(kLanes, left - y);
+            AccumulateValues<1>(acc + y, p, rows, x + y, nv, n == kLanes ? 0 : n);
+          }
+        }
+      }
     }
   }
 }
