@@ -53,8 +53,19 @@ Status Gemma4Model::ForwardChunked(const int32_t* ids, int64_t n, int64_t chunk,
     if (ids[i] < 0 || ids[i] >= config_.vocab_size)
       return InvalidArgument("[model] token id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
                              " is outside the vocabulary (size " + std::to_string(config_.vocab_size) + ")");
-  for (int64_t begin = 0; begin < n; begin += chunk) {
-    const int64_t len = std::min(chunk, n - begin);
+  for (int64_t begin = 0, len = 0; begin < n; begin += len) {
+    len = std::min(chunk, n - begin);
+    // A cache about to change precision takes only the tokens up to its
+    // boundary, so the change lands at the same token however the prompt is
+    // chunked (the first chunk of a fresh sequence is never split for this).
+    if (kv.position() > 0) {
+      int64_t room = kv.max_append_tokens();
+      if (room == 0) {  // a change is due: make it before this chunk
+        G4_RETURN_IF_ERROR(kv.Maintain());
+        room = kv.max_append_tokens();
+      }
+      if (room > 0) len = std::min(len, room);
+    }
     const bool last = begin + len == n;
     float* out = all_logits ? logits + begin * config_.vocab_size : (last ? logits : nullptr);
     G4_RETURN_IF_ERROR(Forward(ids + begin, len, kv, out, all_logits));
