@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Builds g4 and runs it on the bundled default model: greedy continuation
-# logits on a tiny Gemma 4 checkpoint (PLE, KV sharing, sliding + full
-# layers), then a speed benchmark.
+# Builds g4 and runs it on the bundled default model (models/demo: a small
+# Gemma 4 trained on English text, 4-bit). With no arguments it answers one
+# prompt; `scripts/run.sh chat` starts an interactive chat instead, and any
+# other arguments are passed to `g4` as they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DG4_BUILD_TESTS=OFF -DG4_BUILD_BENCH=OFF >/dev/null
-ninja -C build g4
-model=build/testdata/models/tiny-e
-[ -d "$model" ] || { echo "missing $model"; exit 1; }
-out=$(mktemp -d)/logits.safetensors
-./build/g4 logits --model "$model" --ids 2,17,300,45,9 --greedy 8 --out "$out"
-echo "wrote $out"
-./build/g4 bench --model "$model" --prompt 64 --gen 32
+ninja -C build g4 >/dev/null
+model=models/demo
+if [ $# -eq 0 ]; then
+  exec ./build/g4 generate "$model" "What is a Python dictionary?" --seed 1 -n 80
+elif [ "$1" = "chat" ]; then
+  shift
+  exec ./build/g4 chat "$model" "$@"
+else
+  exec ./build/g4 "$@"
+fi

@@ -48,6 +48,7 @@ Status RunGenerateImpl(const GenerateFlags& f) {
                         std::fflush(stdout);
                       }));
   std::printf("\n");
+  std::fflush(stdout);
   const double prefill_tps = r.prefill_seconds > 0 ? r.prompt_tokens / r.prefill_seconds : 0;
   const double decode_tps = r.decode_seconds > 0 ? r.tokens.size() / r.decode_seconds : 0;
   std::fprintf(stderr,
