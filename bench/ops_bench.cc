@@ -42,7 +42,7 @@ const uint16_t* Pool() {
   return pool->data();
 }
 
-enum class Kind { kF32, kBF16, kQ4, kQ8 };
+enum class Kind { kF32, kBF16, kQ3, kQ4, kQ6, kQ8 };
 
 WeightMatrix MakeWeights(Kind kind, size_t byte_offset) {
   const uint8_t* base = reinterpret_cast<const uint8_t*>(Pool()) + byte_offset;
@@ -56,7 +56,7 @@ WeightMatrix MakeWeights(Kind kind, size_t byte_offset) {
     return w;
   }
   w.format = WeightMatrix::Format::kAffine;
-  w.bits = kind == Kind::kQ4 ? 4 : 8;
+  w.bits = kind == Kind::kQ3 ? 3 : kind == Kind::kQ4 ? 4 : kind == Kind::kQ6 ? 6 : 8;
   w.group_size = 64;
   w.scale_dtype = DType::kBF16;
   w.codes = reinterpret_cast<const uint32_t*>(base);
@@ -124,6 +124,9 @@ BENCHMARK_CAPTURE(BM_DecodeMatMul, f32_hot, Kind::kF32, false, 1)->UseRealTime()
 BENCHMARK_CAPTURE(BM_DecodeMatMul, bf16_hot, Kind::kBF16, false, 1)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_DecodeMatMul, q4g64_hot, Kind::kQ4, false, 1)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_DecodeMatMul, q8g64_hot, Kind::kQ8, false, 1)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
+// The byte-straddling widths take a shuffle-based unpack.
+BENCHMARK_CAPTURE(BM_DecodeMatMul, q3g64_hot, Kind::kQ3, false, 1)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_DecodeMatMul, q6g64_hot, Kind::kQ6, false, 1)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
 // A few input rows (speculative decoding, short prompts): GEMV up to 4 rows, GEMM above.
 BENCHMARK_CAPTURE(BM_DecodeMatMul, q4g64_m4, Kind::kQ4, true, 4)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_DecodeMatMul, q4g64_m8, Kind::kQ4, true, 8)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);

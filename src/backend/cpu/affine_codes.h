@@ -35,6 +35,71 @@ inline void UnpackChunk(const uint32_t* words, float* out) {
   }
 }
 
+#if defined(__AVX2__) || defined(__AVX512F__)
+// Vector unpack for the bit widths that straddle bytes (2, 3, 5, 6). Code i
+// of a chunk starts at bit i * B, i.e. byte (i * B) / 8, shift (i * B) % 8,
+// and with B <= 6 it lies within that byte and the next. A byte shuffle puts
+// those two bytes at the bottom of code i's 32-bit lane, a per-lane shift
+// and a mask finish. The chunk is read with a masked load of exactly B
+// words, so nothing past the row is touched.
+template <int B>
+struct StraddleTables {
+  // Byte sources and shifts for 8-code quarters (AVX2) / 16-code halves (VBMI).
+  alignas(64) uint8_t bytes[kChunk * 4];
+  alignas(64) uint32_t shifts[kChunk];
+  // AVX2: quarter qi reads a 16-byte window starting at dword base_dword[qi / 2].
+  static constexpr int kHighBaseDword = (2 * B) / 4;
+  constexpr StraddleTables(bool window) : bytes(), shifts() {
+    for (int i = 0; i < kChunk; ++i) {
+      const int bit = i * B;
+      const int base = window && i >= kChunk / 2 ? 4 * kHighBaseDword : 0;
+      bytes[4 * i] = static_cast<uint8_t>(bit / 8 - base);
+      bytes[4 * i + 1] = static_cast<uint8_t>(bit / 8 + 1 - base);
+      bytes[4 * i + 2] = bytes[4 * i + 3] = 0x80;  // zero (pshufb); ignored by the mask anyway
+      shifts[i] = static_cast<uint32_t>(bit % 8);
+    }
+  }
+};
+
+template <int B>
+inline void LoadChunkStraddle(const uint32_t* words, VF* q) {
+  static_assert(B == 2 || B == 3 || B == 5 || B == 6);
+#if defined(__AVX512VBMI__) && defined(__AVX512BW__)
+  static constexpr StraddleTables<B> kT(false);
+  const __m512i chunk = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << B) - 1), words);
+  const __m512i mask = _mm512_set1_epi32((1 << B) - 1);
+  for (int h = 0; h < 2; ++h) {
+    const __m512i idx = _mm512_and_si512(_mm512_load_si512(kT.bytes + 64 * h), _mm512_set1_epi8(0x3f));
+    __m512i v = _mm512_permutexvar_epi8(idx, chunk);
+    v = _mm512_srlv_epi32(v, _mm512_load_si512(kT.shifts + 16 * h));
+    q[h] = _mm512_cvtepi32_ps(_mm512_and_si512(v, mask));
+  }
+#else
+  static constexpr StraddleTables<B> kT(true);
+  constexpr int kHi = StraddleTables<B>::kHighBaseDword;
+  const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(B), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i chunk = _mm256_maskload_epi32(reinterpret_cast<const int*>(words), m);
+  const __m128i lo = _mm256_castsi256_si128(chunk);
+  const __m128i hi = _mm256_castsi256_si128(
+      _mm256_permutevar8x32_epi32(chunk, _mm256_setr_epi32(kHi, kHi + 1, kHi + 2, kHi + 3, 0, 0, 0, 0)));
+  const __m256i mask = _mm256_set1_epi32((1 << B) - 1);
+  __m256i v8[4];
+  for (int qi = 0; qi < 4; ++qi) {
+    const __m256i src = _mm256_broadcastsi128_si256(qi < 2 ? lo : hi);
+    __m256i v = _mm256_shuffle_epi8(src, _mm256_load_si256(reinterpret_cast<const __m256i*>(kT.bytes + 32 * qi)));
+    v = _mm256_srlv_epi32(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(kT.shifts + 8 * qi)));
+    v8[qi] = _mm256_and_si256(v, mask);
+  }
+#if defined(__AVX512F__)
+  for (int h = 0; h < 2; ++h)
+    q[h] = _mm512_cvtepi32_ps(_mm512_inserti64x4(_mm512_castsi256_si512(v8[2 * h]), v8[2 * h + 1], 1));
+#else
+  for (int qi = 0; qi < 4; ++qi) q[qi] = _mm256_cvtepi32_ps(v8[qi]);
+#endif
+#endif
+}
+#endif
+
 // One chunk as kChunkVecs vectors, natural order.
 template <int B>
 inline void LoadChunkNatural(const uint32_t* words, VF* q) {
@@ -64,9 +129,13 @@ inline void LoadChunkNatural(const uint32_t* words, VF* q) {
     for (int v = 0; v < kChunkVecs; ++v) q[v] = VLoad(tmp + v * kLanes);
 #endif
   } else {
+#if defined(__AVX2__) || defined(__AVX512F__)
+    LoadChunkStraddle<B>(words, q);
+#else
     alignas(64) float tmp[kChunk];
     UnpackChunk<B>(words, tmp);
     for (int v = 0; v < kChunkVecs; ++v) q[v] = VLoad(tmp + v * kLanes);
+#endif
   }
 }
 
