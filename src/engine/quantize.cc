@@ -2,6 +2,7 @@
 #include "engine/quantize.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -105,7 +106,7 @@ bool IsMatrix(std::string_view short_name, const TensorInfo& t) {
   return EndsWith(short_name, ".weight") || short_name.find(".experts.") != std::string_view::npos;
 }
 
-// Output module path (without ".weight") of a matrix; MoE experts renamed.
+// Module path of a matrix: its tensor name without ".weight".
 std::string ModulePath(std::string_view short_name) {
   std::string s(short_name);
   if (EndsWith(s, ".weight")) s.resize(s.size() - 7);
