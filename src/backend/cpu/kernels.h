@@ -13,6 +13,17 @@ namespace g4::cpu {
 // Inputs with at most this many rows take the matrix-vector kernels (weights
 // streamed once, codes unpacked once for all rows); more rows take the
 // blocked GEMM, which dequantizes weight tiles once and reuses them.
+//
+// Both paths compute every output y[i, n] in one canonical floating-point
+// order, so a row's result is bit-identical whatever m_rows is and wherever
+// the row sits in the batch (chunked prefill == single pass == decode):
+//  - the weight row as float32: exact conversion for dense, fma(q, scale,
+//    bias) per element for affine (scale and bias of the element's group);
+//  - one vector accumulator acc (kLanes lanes), acc = fma(x[k..k+kLanes),
+//    w[k..k+kLanes), acc) for k = 0, kLanes, 2 kLanes, ... in order; a short
+//    last chunk has x masked to zero and w zero-padded;
+//  - y = VReduceAdd(acc), the one fixed horizontal tree of simd.h.
+// The order depends on the build's vector width, not on the batch.
 constexpr int64_t kGemvMaxRows = 4;
 
 // matmul_dense.cc / matmul_affine.cc: y = x W^T for m_rows <= kGemvMaxRows.
