@@ -31,15 +31,23 @@ constexpr int kNr = kLanes == 16 ? 4 : 3;
 // Decoded tile budget (floats): a few hundred KiB stays in L2 while every
 // input row streams past it.
 constexpr int64_t kTileFloats = 1 << 17;
+// K block (a multiple of kLanes): the kMr input rows' slice of it stays in
+// L1 across the tile's weight rows; the vector accumulators carry over.
+constexpr int64_t kKc = 512;
+static_assert(kKc % kLanes == 0);
 
-// y[i, r] = dot(x row i, w row r) for i < MR, r < NR, canonical order.
-// w rows are zero-padded to a whole number of vectors.
+// One K block [k0, k0 + k_len) of the dot products of x rows i < MR with
+// w rows r < NR, canonical order. The vector accumulators live in acc
+// ([i][r] kLanes floats each, row stride ldacc vectors) between blocks, so splitting K changes
+// nothing: the first block starts from zero, the last reduces into y
+// (stride ldy). w rows are zero-padded to a whole number of vectors; x is
+// read only below k_len.
 template <int MR, int NR>
-void DotKernel(const float* x, int64_t ldx, int64_t k_len, const float* w, int64_t ldw, float* y,
-               int64_t ldy) {
+void DotKernel(const float* x, int64_t ldx, int64_t k_len, const float* w, int64_t ldw, float* acc_buf,
+               int64_t ldacc, bool first, float* y, int64_t ldy) {
   VF acc[MR][NR];
   for (int i = 0; i < MR; ++i)
-    for (int r = 0; r < NR; ++r) acc[i][r] = VZero();
+    for (int r = 0; r < NR; ++r) acc[i][r] = first ? VZero() : VLoad(acc_buf + (i * ldacc + r) * kLanes);
   int64_t k = 0;
   for (; k + kLanes <= k_len; k += kLanes) {
     VF wv[NR];
@@ -58,11 +66,17 @@ void DotKernel(const float* x, int64_t ldx, int64_t k_len, const float* w, int64
       for (int r = 0; r < NR; ++r) acc[i][r] = VFma(xv, wv[r], acc[i][r]);
     }
   }
-  for (int i = 0; i < MR; ++i)
-    for (int r = 0; r < NR; ++r) y[i * ldy + r] = VReduceAdd(acc[i][r]);
+  if (y) {
+    for (int i = 0; i < MR; ++i)
+      for (int r = 0; r < NR; ++r) y[i * ldy + r] = VReduceAdd(acc[i][r]);
+  } else {
+    for (int i = 0; i < MR; ++i)
+      for (int r = 0; r < NR; ++r) VStore(acc_buf + (i * ldacc + r) * kLanes, acc[i][r]);
+  }
 }
 
-using KernelFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t);
+using KernelFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, bool, float*,
+                         int64_t);
 
 template <int MR, int... Rs>
 constexpr void FillRow(KernelFn* row, std::integer_sequence<int, Rs...>) {
@@ -82,6 +96,23 @@ constexpr KernelTable MakeKernelTable(std::integer_sequence<int, Ms...>) {
 
 // kKernels.fn[mr - 1][nr - 1] handles mr input rows x nr weight rows.
 constexpr KernelTable kKernels = MakeKernelTable(std::make_integer_sequence<int, kMr>());
+
+// Scratch rounded up to a cache line: a vector load that straddles two
+// lines costs two, and the kernel issues kMr + kNr of them per K chunk.
+float* AlignedScratch(ScratchSlot slot, int64_t n) {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(ThreadScratch(slot, n + 16));
+  return reinterpret_cast<float*>((p + 63) & ~uintptr_t{63});
+}
+
+// Rows [0, mr) x columns [k0, k0 + kc) of x into a packed block (row stride
+// kKc), zero-padded to whole vectors: the values a masked load would give.
+void PackInput(const float* x, int64_t ldx, int mr, int64_t k0, int64_t kc, float* out) {
+  const int64_t padded = (kc + kLanes - 1) / kLanes * kLanes;
+  for (int i = 0; i < mr; ++i) {
+    std::memcpy(out + i * kKc, x + i * ldx + k0, kc * sizeof(float));
+    std::memset(out + i * kKc + kc, 0, (padded - kc) * sizeof(float));
+  }
+}
 
 // Weight rows [n0, n0 + nc) as float32, row stride ldw, zero past k_len.
 void DecodeTile(const WeightMatrix& w, int64_t n0, int64_t nc, int64_t ldw, float* tile) {
@@ -113,14 +144,21 @@ void Gemm(const float* x, int64_t m_rows, const WeightMatrix& w, float* y) {
     const int64_t m_begin = t % m_splits * m_per_split;
     const int64_t m_end = std::min(m_rows, m_begin + m_per_split);
     if (m_begin >= m_end) continue;
-    float* tile = ThreadScratch(ScratchSlot::kTile, nc_max * ldw);
+    float* tile = AlignedScratch(ScratchSlot::kTile, nc_max * ldw);
+    float* acc = AlignedScratch(ScratchSlot::kAccumulators, kMr * nc_max * kLanes);
+    float* xb = AlignedScratch(ScratchSlot::kInput, kMr * kKc);
     DecodeTile(w, n0, nc, ldw, tile);
     for (int64_t m0 = m_begin; m0 < m_end; m0 += kMr) {
       const int mr = static_cast<int>(std::min<int64_t>(kMr, m_end - m0));
-      for (int64_t r0 = 0; r0 < nc; r0 += kNr) {
-        const int nr = static_cast<int>(std::min<int64_t>(kNr, nc - r0));
-        kKernels.fn[mr - 1][nr - 1](x + m0 * k_len, k_len, k_len, tile + r0 * ldw, ldw,
-                                    y + m0 * n_rows + n0 + r0, n_rows);
+      for (int64_t k0 = 0; k0 < k_len; k0 += kKc) {
+        const int64_t kc = std::min(kKc, k_len - k0);
+        const bool last = k0 + kKc >= k_len;
+        PackInput(x + m0 * k_len, k_len, mr, k0, kc, xb);
+        for (int64_t r0 = 0; r0 < nc; r0 += kNr) {
+          const int nr = static_cast<int>(std::min<int64_t>(kNr, nc - r0));
+          kKernels.fn[mr - 1][nr - 1](xb, kKc, kc, tile + r0 * ldw + k0, ldw, acc + r0 * kLanes,
+                                      nc_max, k0 == 0, last ? y + m0 * n_rows + n0 + r0 : nullptr, n_rows);
+        }
       }
     }
   }

@@ -8,7 +8,16 @@
 
 namespace g4::cpu {
 
-enum class ScratchSlot { kInput, kInputSum, kRowScales, kRowBiases, kTile, kAttention, kCount };
+enum class ScratchSlot {
+  kInput,
+  kInputSum,
+  kRowScales,
+  kRowBiases,
+  kTile,
+  kAccumulators,
+  kAttention,
+  kCount
+};
 
 inline float* ThreadScratch(ScratchSlot slot, size_t n) {
   thread_local std::vector<float> buffers[static_cast<int>(ScratchSlot::kCount)];
