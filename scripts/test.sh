@@ -8,14 +8,14 @@ scripts/install-deps.sh
 jobs=$(nproc)
 
 echo "== release build + tests"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DG4_BUILD_TESTS=ON >/dev/null
 ninja -C build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 [ "${1:-}" = "--quick" ] && exit 0
 
 echo "== sanitizer build (ASan + UBSan) + tests"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DG4_SANITIZE=ON \
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DG4_SANITIZE=ON -DG4_BUILD_TESTS=ON \
       -DG4_BUILD_BENCH=OFF >/dev/null
 ninja -C build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
