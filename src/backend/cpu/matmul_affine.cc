@@ -15,10 +15,9 @@ namespace {
 
 constexpr int64_t kParallelMinWords = 1 << 12;
 
-// How far ahead of the kernel each code stream is prefetched. The hardware
-// prefetcher alone does not run far enough ahead while the core is busy
-// unpacking.
-constexpr int64_t kPrefetchBytes = 2048;
+// Each code stream is prefetched one block of NR rows ahead, at the same
+// column: the hardware prefetcher alone does not run far enough ahead of NR
+// interleaved streams while the core is busy unpacking.
 
 // y[m, r] for m < M and the NR weight rows whose codes start at `codes`
 // (row stride wpr words) and whose scales / biases (as float, gpr per row)
@@ -36,7 +35,7 @@ void AffineBlock(const float* x, int64_t k_len, const uint32_t* codes, int64_t w
     for (int r = 0; r < NR; ++r) {
       vs[r] = VSet1(s[r * gpr + g]);
       vb[r] = VSet1(b[r * gpr + g]);
-      PrefetchBytes(reinterpret_cast<const char*>(words[r]) + kPrefetchBytes, CPG * B * 4);
+      PrefetchBytes(words[r] + NR * wpr, CPG * B * 4);
     }
     const float* xg = x + g * CPG * kChunk;
 #pragma GCC unroll 4
