@@ -12,6 +12,9 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DG4_BUILD_TESTS=ON >/de
 ninja -C build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
+echo "== training scripts (data prep, tokenizer layout)"
+python3 -m unittest discover -s training -p 'test_*.py'
+
 [ "${1:-}" = "--quick" ] && exit 0
 
 echo "== sanitizer build (ASan + UBSan) + tests"
