@@ -1,15 +1,26 @@
 #include "io/weight_matrix.h"
 
+#include <cstring>
+
 #include "core/check.h"
 #include "core/float16.h"
 
 namespace g4 {
 namespace {
+// Tensors in a safetensors file are packed back to back, so their data need
+// not be aligned to the element size: every load goes through memcpy.
+template <typename T>
+T LoadUnaligned(const void* base, int64_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const uint8_t*>(base) + i * sizeof(T), sizeof(T));
+  return v;
+}
+
 float LoadScalar(DType t, const void* base, int64_t i) {
   switch (t) {
-    case DType::kF32: return static_cast<const float*>(base)[i];
-    case DType::kBF16: return Bf16ToF32(static_cast<const uint16_t*>(base)[i]);
-    case DType::kF16: return F16ToF32(static_cast<const uint16_t*>(base)[i]);
+    case DType::kF32: return LoadUnaligned<float>(base, i);
+    case DType::kBF16: return Bf16ToF32(LoadUnaligned<uint16_t>(base, i));
+    case DType::kF16: return F16ToF32(LoadUnaligned<uint16_t>(base, i));
     default: G4_CHECK_MSG(false, "unsupported scalar dtype");
   }
   return 0;
@@ -48,8 +59,8 @@ uint32_t AffineCode(const WeightMatrix& w, int64_t row, int64_t col) {
   const int64_t bit = col * w.bits;
   const int64_t word = bit / 32;
   const int shift = static_cast<int>(bit % 32);
-  uint64_t v = r[word] >> shift;
-  if (shift + w.bits > 32) v |= static_cast<uint64_t>(r[word + 1]) << (32 - shift);
+  uint64_t v = LoadUnaligned<uint32_t>(r, word) >> shift;
+  if (shift + w.bits > 32) v |= static_cast<uint64_t>(LoadUnaligned<uint32_t>(r, word + 1)) << (32 - shift);
   return static_cast<uint32_t>(v) & ((1u << w.bits) - 1);
 }
 
