@@ -2,7 +2,12 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 namespace g4::testing {
@@ -15,6 +20,23 @@ std::string MakeTempDir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "g4test-XXXXXX").string();
   char* p = mkdtemp(tmpl.data());
   return p ? std::string(p) : std::string();
+}
+
+G4Run RunG4(const std::string& args) {
+  G4Run r;
+  const std::string err = MakeTempDir() + "/stderr";
+  const std::string cmd = BinaryDir() + "/g4 " + args + " 2>" + err;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.signaled = WIFSIGNALED(status);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err);
+  r.all = r.out + std::string(std::istreambuf_iterator<char>(e), {});
+  return r;
 }
 
 std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo, float hi) {

@@ -20,6 +20,15 @@ std::string BinaryDir();
 // Uniform floats in [lo, hi) from a seeded generator.
 std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
 
+// Runs `<build>/g4 ARGS` and captures its output and exit status.
+struct G4Run {
+  int exit_code = -1;
+  bool signaled = false;
+  std::string out;  // stdout only
+  std::string all;  // stdout then stderr
+};
+G4Run RunG4(const std::string& args);
+
 struct Mismatch {
   bool ok = true;
   size_t worst_index = 0;

@@ -19,25 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int exit_code = -1;
-  bool signaled = false;
-  std::string output;  // stdout + stderr
-};
-
-RunResult RunG4(const std::string& args) {
-  RunResult r;
-  const std::string cmd = testing::BinaryDir() + "/g4 " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.signaled = WIFSIGNALED(status);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testing::RunG4;
+using RunResult = testing::G4Run;
 
 std::string Join(const TensorInfo* t) {
   std::string s;
@@ -56,7 +39,7 @@ TEST(LogitsCli, GreedyRunMatchesGolden) {
     const std::string out = testing::MakeTempDir() + "/out.safetensors";
     RunResult r = RunG4("logits --model " + dir + " --ids " + Join(ids) + " --greedy " +
                       std::to_string(gids->numel()) + " --decode-ids " + Join(gids) + " --chunk 5 --out " + out);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.all;
     auto got = SafetensorsFile::Open(out);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     for (auto [mine, theirs] : {std::pair{"logits", "long.logits"}, std::pair{"greedy_logits", "long.greedy_logits"}}) {
@@ -91,11 +74,11 @@ std::string CopyModel(const std::string& name = "tiny-e") {
 
 void ExpectCleanFailure(const std::string& model_dir, const std::string& needle, const std::string& ids = "1,2,3") {
   RunResult r = RunG4("logits --model " + model_dir + " --ids " + ids + " --out " + testing::MakeTempDir() + "/o");
-  EXPECT_FALSE(r.signaled) << r.output;
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find(needle), std::string::npos) << "want '" << needle << "' in: " << r.output;
+  EXPECT_FALSE(r.signaled) << r.all;
+  EXPECT_EQ(r.exit_code, 1) << r.all;
+  EXPECT_NE(r.all.find(needle), std::string::npos) << "want '" << needle << "' in: " << r.all;
   // One line: a message, not a dump.
-  EXPECT_LE(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_LE(std::count(r.all.begin(), r.all.end(), '\n'), 1) << r.all;
 }
 
 void Truncate(const std::string& path, size_t size) { fs::resize_file(path, size); }

@@ -18,29 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int exit_code = -1;
-  bool signaled = false;
-  std::string out;  // stdout only
-  std::string all;  // stdout + stderr
-};
-
-RunResult RunG4(const std::string& args) {
-  RunResult r;
-  const std::string err = testing::MakeTempDir() + "/stderr";
-  const std::string cmd = testing::BinaryDir() + "/g4 " + args + " 2>" + err;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.signaled = WIFSIGNALED(status);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err);
-  r.all = r.out + std::string(std::istreambuf_iterator<char>(e), {});
-  return r;
-}
+using testing::RunG4;
+using RunResult = testing::G4Run;
 
 std::string DemoDir() { return (fs::path(__FILE__).parent_path() / "../../models/demo").lexically_normal().string(); }
 
