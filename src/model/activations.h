@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/tensor.h"
@@ -61,10 +62,21 @@ class Activations {
   int32_t* block_table[2] = {nullptr, nullptr};  // per KvGroup [max_seqs, max_table_width]
   uint8_t* seq_store[2] = {nullptr, nullptr};    // per KvGroup [max_seqs]
 
+  // A contiguous [rows, cols] view over the start of `buffer` (a step's
+  // view of a capacity buffer; rows * cols must fit).
+  static TensorView Flat(const TensorView& buffer, int64_t rows, int64_t cols);
+
+  // Host staging for the step's block tables, [2 groups][max_seqs x width]
+  // and [2][max_seqs] (reused every step; valid until the next step).
+  std::vector<int32_t>& host_table() { return host_table_; }
+  std::vector<uint8_t>& host_store() { return host_store_; }
+
  private:
   ActivationLimits limits_;
   MemorySpace space_ = MemorySpace::kHost;
   DeviceBuffer floats_, ints_;
+  std::vector<int32_t> host_table_;
+  std::vector<uint8_t> host_store_;
 };
 
 }  // namespace g4

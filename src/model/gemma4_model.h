@@ -45,11 +45,15 @@ class Gemma4Model {
   // step, a step larger than act's limits) leave the pool untouched.
   Status Forward(const StepBatch& step, KvPool& pool, Activations& act);
 
+  // The per-layer inputs (PLE) of `ids` as [n, layers * P] floats on the
+  // host; empty for models without PLE. A diagnostic (tests), not a step.
+  StatusOr<std::vector<float>> PerLayerInputs(const std::vector<int32_t>& ids);
+
  private:
   Gemma4Model() = default;
   struct StepViews;
   void Upload(const StepBatch& step, const KvPool& pool, Activations& act, StepViews& sv) const;
-  void PerLayerInputs(const StepViews& sv, Activations& act);
+  void ComputePle(const StepViews& sv, Activations& act);
   void AttentionBlock(int l, const StepViews& sv, const KvPool& pool, Activations& act);
   void FeedForwardBlock(int l, const StepViews& sv, Activations& act);
   void PleBlock(int l, const StepViews& sv, Activations& act);

@@ -35,11 +35,11 @@ struct StepBatch {
   int64_t num_seqs() const { return static_cast<int64_t>(seqs.size()); }
   int64_t num_outputs() const { return static_cast<int64_t>(output_rows.size()); }
 
-  // Appends seq's next tokens (positions seq.length() ...). Output rows:
-  // none, the last one, or all of them. Returns the index of the first
-  // output row added (num_outputs() before the call).
-  enum class Outputs { kNone, kLast, kAll };
-  int64_t Add(const KvSeq& seq, std::span<const int32_t> tokens, Outputs outputs);
+  // Appends seq's next tokens (positions seq.length() ...); the rows of
+  // tokens[first_output ...] become output rows (first_output =
+  // tokens.size(): none; tokens.size() - 1: the last; 0: all). Returns the
+  // index of the first output row added (num_outputs() before the call).
+  int64_t Add(const KvSeq& seq, std::span<const int32_t> tokens, int64_t first_output);
 
   // Checks the structure against a vocabulary (ids in range, runs
   // consecutive, output rows ascending and in range, no sequence twice).
