@@ -45,7 +45,10 @@ StatusOr<LayerKvSpec> ParsePart(const std::string& text) {
 
 std::string LayerKvSpec::signature() const {
   std::string s = codec.signature();
-  if (delayed()) s += "@" + std::to_string(delay);
+  if (delayed()) {
+    s += '@';
+    s += std::to_string(delay);
+  }
   return s;
 }
 
