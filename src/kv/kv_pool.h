@@ -32,6 +32,7 @@
 // Threading: one thread at a time (the scheduler's).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -152,8 +153,9 @@ class KvPool {
   // Performs a due change (re-encodes seq's blocks into store 1); otherwise
   // does nothing. ResourceExhausted (seq unchanged) when store 1 is full.
   Status Maintain(KvSeq& seq);
-  // The offset at which seq changed precision, per group (-1 = not yet).
-  int64_t converted_at(const KvSeq& seq) const;
+  // The offset at which seq changed precision in a group (-1 = not yet, or
+  // the group is not delayed). Groups convert at their own boundaries.
+  int64_t converted_at(const KvSeq& seq, KvGroup group) const;
 
   // --- accounting
   size_t used_bytes() const;
@@ -184,8 +186,10 @@ class KvPool {
   };
   std::vector<LayerRecords> Export(const KvSeq& seq) const;
   // A new sequence of `length` tokens from exported records (validated:
-  // signatures, sizes, coverage; converted_at selects the store).
-  StatusOr<KvSeq> Import(const std::vector<LayerRecords>& layers, int64_t length, int64_t converted_at);
+  // signatures, sizes, coverage; converted_at, per group as converted_at()
+  // reports it, selects the store). On error the pool is unchanged.
+  StatusOr<KvSeq> Import(const std::vector<LayerRecords>& layers, int64_t length,
+                         const std::array<int64_t, kNumKvGroups>& converted_at);
 
   Backend& backend() const { return *backend_; }
   const Gemma4Config& config() const { return config_; }

@@ -12,7 +12,8 @@
 // layers stay plain rings. Sliding layers always hold exactly their window in
 // their pool blocks unless sliding_ring is false (tests: keep every block).
 // Plain storage is f32 unless named (bf16 and f16 halve it); the plain phase
-// of a delayed spec (N tokens before converting) is f32.
+// of a delayed spec (N tokens before converting) is f32, so plain@N is plain
+// (nothing to convert) while plain:bf16@N converts f32 -> bf16 at N.
 // KV-shared layers get no cache whatever the scheme.
 #pragma once
 
@@ -40,7 +41,8 @@ struct KvScheme {
   LayerKvSpec sliding;
   bool sliding_ring = true;
 
-  // "full=kv:turbo:k8v3,sliding=kv:plain" (+ ",sliding=unbounded" when not rings).
+  // "full=kv:turbo:k8v3,sliding=kv:plain" ("sliding=unbounded+kv:plain" when
+  // sliding layers keep every block).
   std::string signature() const;
   static StatusOr<KvScheme> Parse(const std::string& spec);
   bool operator==(const KvScheme&) const = default;

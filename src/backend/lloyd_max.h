@@ -1,7 +1,7 @@
 // Lloyd-Max codebooks: the MSE-optimal scalar quantizers of a unit normal,
 // used by TurboQuant for values (after rotation a value group is close to
 // Gaussian, and dividing by its RMS makes it unit-variance). Tables are
-// generated offline by src/kv/tools/gen_lloyd_max.cc (Lloyd's algorithm on
+// generated offline by src/backend/tools/gen_lloyd_max.cc (Lloyd's algorithm on
 // the exact N(0,1) density) and checked in, so encodings never depend on the
 // libm a build links against.
 #pragma once

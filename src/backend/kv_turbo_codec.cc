@@ -1,4 +1,4 @@
-#include "kv/turbo_codec.h"
+#include "backend/kv_turbo_codec.h"
 
 #include <algorithm>
 #include <array>
@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "backend/kv_formats.h"
+#include "backend/lloyd_max.h"
+#include "core/check.h"
 #include "core/float16.h"
-#include "kv/lloyd_max.h"
 
 namespace g4 {
 namespace {
@@ -37,6 +38,8 @@ Status ValidateTurboFormat(const TurboRowFormat& f) {
 }
 
 const float* TurboValueSigns(int head_dim) {
+  G4_CHECK_MSG(IsPowerOfTwo(head_dim) && head_dim >= 32 && head_dim <= 512,
+               "[kv] turbo value rotation needs a power-of-two head_dim in 32..512");
   static const auto* table = [] {
     auto* t = new std::array<std::vector<float>, 10>();
     for (int log = 5; log <= 9; ++log) {

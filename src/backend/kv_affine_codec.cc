@@ -1,4 +1,4 @@
-#include "kv/affine_codec.h"
+#include "backend/kv_affine_codec.h"
 
 #include <algorithm>
 #include <cmath>

@@ -9,11 +9,11 @@
 #include <random>
 #include <vector>
 
+#include "backend/kv_affine_codec.h"
 #include "backend/kv_formats.h"
+#include "backend/kv_turbo_codec.h"
+#include "backend/lloyd_max.h"
 #include "core/float16.h"
-#include "kv/affine_codec.h"
-#include "kv/lloyd_max.h"
-#include "kv/turbo_codec.h"
 
 namespace g4 {
 namespace {
