@@ -150,6 +150,8 @@ StatusOr<BenchResult> RunBenchImpl(const BenchOptions& o) {
   r.kv_bytes_per_token = KvBytesPerToken(c, engine->pool().scheme(), o.prompt + o.gen / 2);
   r.checkpoint_bytes = model->weights().checkpoint().total_file_bytes();
   r.peak_rss = PeakRssBytes();  // before the copy test's buffers
+  prefill.clear();  // the sequences go back to the pool before it goes
+  decode.clear();
   engine.reset();
   model.reset();
   if (o.copy_mib > 0) {

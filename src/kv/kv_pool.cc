@@ -401,7 +401,9 @@ int64_t KvPool::max_append_tokens(const KvSeq& seq) const {
   const Impl& im = *impl_;
   const Impl::Seq& s = im.seq(seq.id_);
   int64_t m = std::numeric_limits<int64_t>::max();
-  if (s.length == 0) return m;  // the first chunk is never cut
+  // The change lands at exactly `delay` tokens whatever the chunking (a
+  // first chunk is cut there too), so a sequence converts at the same token
+  // alone or in any batch.
   for (int g = 0; g < kNumKvGroups; ++g)
     if (im.group(g).delayed() && s.group[g].converted_at < 0)
       m = std::min(m, std::max<int64_t>(0, im.group(g).spec.delay - s.length));

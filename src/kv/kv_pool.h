@@ -148,7 +148,10 @@ class KvPool {
 
   // --- delayed precision
   // Tokens seq can still take before a precision change (int64 max when
-  // none is pending, 0 when one is due; never limits an empty sequence).
+  // none is pending, 0 when one is due). The change lands at exactly the
+  // scheme's N tokens, whatever the chunking (an empty sequence's first
+  // chunk is cut there too), so it happens at the same token alone or in
+  // any batch.
   int64_t max_append_tokens(const KvSeq& seq) const;
   // Performs a due change (re-encodes seq's blocks into store 1); otherwise
   // does nothing. ResourceExhausted (seq unchanged) when store 1 is full.

@@ -23,7 +23,7 @@ Status KvPool::Maintain(KvSeq& seq) {
   bool any = false;
   for (int g = 0; g < kNumKvGroups; ++g) {
     const KvGroupLayout& gl = im.group(g);
-    due[g] = gl.delayed() && s.group[g].converted_at < 0 && s.length > 0 && s.length >= gl.spec.delay;
+    due[g] = gl.delayed() && s.group[g].converted_at < 0 && s.length >= gl.spec.delay;
     if (!due[g]) continue;
     any = true;
     const BlockAllocator& to = im.store[g][1].blocks;

@@ -112,7 +112,10 @@ TEST_P(BatchInvarianceTest, EverySequenceGetsItsSoloLogitsAndTokens) {
       Scheduler& s = engine->scheduler();
       size_t next = 0;
       for (int step = 0; s.HasWork() || next < jobs_.size(); ++step) {
-        if (next < jobs_.size() && step % 3 == 0) ASSERT_TRUE(s.Submit(Request(jobs_[next], &batch[next++])).ok());
+        if (next < jobs_.size() && step % 3 == 0) {
+          ASSERT_TRUE(s.Submit(Request(jobs_[next], &batch[next])).ok());
+          ++next;
+        }
         ASSERT_TRUE(s.Step().ok());
       }
     }
