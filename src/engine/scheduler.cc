@@ -446,6 +446,8 @@ Status Scheduler::Step() {
   b.Sync();
   stats_.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++stats_.steps;
+  stats_.widest_step = std::max(stats_.widest_step, step_.num_rows());
+  stats_.most_seqs = std::max(stats_.most_seqs, step_.num_seqs());
   Deliver(in_step);
   std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return s->finished; });
   return Status::Ok();

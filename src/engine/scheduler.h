@@ -77,6 +77,8 @@ struct SchedulerStats {
   int64_t steps = 0;
   int64_t rows = 0;          // tokens run
   int64_t sampled = 0;       // tokens sampled
+  int64_t widest_step = 0;   // most rows in one step
+  int64_t most_seqs = 0;     // most sequences in one step
   int running = 0;
   int waiting = 0;
   double forward_seconds = 0;
