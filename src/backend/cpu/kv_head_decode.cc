@@ -183,6 +183,13 @@ KvHeadDecoder MakeKvHeadDecoder(const KvRecordFormat& format) {
       G4_CHECK_MSG(c.key && c.value, "[cpu] turbo KV bit widths");
       break;
   }
+  if (spec.kind == KvCodecSpec::Kind::kPlain) {
+    c.k_code_bytes = c.v_code_bytes = static_cast<int64_t>(format.head_dim) * DTypeSize(spec.plain_dtype);
+  } else {
+    c.k_code_bytes = static_cast<int64_t>(format.head_dim) * c.key_bits / 8;
+    c.v_code_bytes = static_cast<int64_t>(format.head_dim) * c.value_bits / 8;
+    c.scale_bytes = 2 * static_cast<int64_t>(format.head_dim / c.group);
+  }
   return c;
 }
 

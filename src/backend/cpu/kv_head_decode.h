@@ -31,6 +31,13 @@
 namespace g4::cpu {
 
 struct KvHeadDecoder;
+
+// Prefetches into L2 (not L1): the L2 tracks many more outstanding misses
+// than L1's fill buffers, and a tile's rows are read once.
+inline void PrefetchToL2(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i, 0, 2);
+}
 // Returns head kh of the record at `rec` as head_dim floats: `buf` (which
 // it filled), or a pointer into the record (plain f32).
 using KvHeadDecodeFn = const float* (*)(const KvHeadDecoder& c, const uint8_t* rec, int kh, float* buf);
@@ -45,6 +52,27 @@ struct KvHeadDecoder {
   const float* centroids = nullptr;  // turbo value codebook [2^value_bits]
   KvHeadDecodeFn key = nullptr;
   KvHeadDecodeFn value = nullptr;
+  // Per KV head: bytes of its codes and of its scale (and bias/zero) plane
+  // slices in K and V, for prefetching.
+  int64_t k_code_bytes = 0, v_code_bytes = 0, scale_bytes = 0;
+
+  // Ask for the bytes head kh of a record's keys (values) will be read
+  // from. Blocks are scattered and a head's slices of consecutive records
+  // are record_bytes apart, beyond what the hardware prefetcher follows.
+  void PrefetchKey(const uint8_t* rec, int kh) const {
+    PrefetchToL2(rec + format.k_codes + kh * k_code_bytes, k_code_bytes);
+    if (scale_bytes > 0) {
+      __builtin_prefetch(rec + format.k_scales + kh * scale_bytes, 0, 2);
+      __builtin_prefetch(rec + format.k_biases + kh * scale_bytes, 0, 2);
+    }
+  }
+  void PrefetchValue(const uint8_t* rec, int kh) const {
+    PrefetchToL2(rec + format.v_codes + kh * v_code_bytes, v_code_bytes);
+    if (scale_bytes > 0) {
+      __builtin_prefetch(rec + format.v_scales + kh * scale_bytes, 0, 2);
+      if (format.v_biases) __builtin_prefetch(rec + format.v_biases + kh * scale_bytes, 0, 2);
+    }
+  }
 };
 
 // The decoder of a store's format. REQUIRES: format came from

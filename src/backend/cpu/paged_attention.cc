@@ -124,16 +124,38 @@ struct Setup {
   int64_t state_floats = 0;  // m [group], l [group], acc [group, d]
 };
 
-// Base of the record of position j of sequence `seq` in store `st`.
-inline const uint8_t* Record(const Setup& su, int st, int32_t seq, int64_t j) {
-  const PagedKv& kv = su.a->kv;
-  const PagedKvStore& store = kv.store[st];
-  const int64_t entry = j / kv.block_size;
-  G4_CHECK_MSG(entry < kv.tables.table_stride, "[cpu] PagedAttention: key past the block table");
-  const int32_t block = kv.tables.block_table[seq * kv.tables.table_stride + entry];
-  G4_CHECK_MSG(block >= 0 && block < store.num_blocks, "[cpu] PagedAttention: visible key in a missing block");
-  return store.records + (block * static_cast<int64_t>(kv.block_size) + j % kv.block_size) * store.format.record_bytes;
-}
+// Walks the records of one sequence in ascending position from `j`,
+// entering each block (and checking its table entry) on first use.
+class RecordCursor {
+ public:
+  RecordCursor(const Setup& su, int st, int32_t seq, int64_t j)
+      : kv_(su.a->kv), store_(kv_.store[st]), table_(kv_.tables.block_table + seq * kv_.tables.table_stride),
+        entry_(j / kv_.block_size), slot_(static_cast<int>(j % kv_.block_size)) {}
+
+  const uint8_t* Next() {
+    if (!block_) {
+      G4_CHECK_MSG(entry_ < kv_.tables.table_stride, "[cpu] PagedAttention: key past the block table");
+      const int32_t block = table_[entry_];
+      G4_CHECK_MSG(block >= 0 && block < store_.num_blocks, "[cpu] PagedAttention: visible key in a missing block");
+      block_ = store_.records + block * static_cast<int64_t>(kv_.block_size) * store_.format.record_bytes;
+    }
+    const uint8_t* r = block_ + slot_ * store_.format.record_bytes;
+    if (++slot_ == kv_.block_size) {
+      slot_ = 0;
+      ++entry_;
+      block_ = nullptr;
+    }
+    return r;
+  }
+
+ private:
+  const PagedKv& kv_;
+  const PagedKvStore& store_;
+  const int32_t* table_;
+  int64_t entry_;
+  int slot_;
+  const uint8_t* block_ = nullptr;
+};
 
 // Folds keys [k_begin, k_end) of row `row` and KV head kh into the fresh
 // state `st`, tile by tile. `scratch`: scores [group, kTileKeys] then key and
@@ -154,11 +176,29 @@ void FoldSplit(const Setup& su, const RowPlan& rp, int64_t row, int kh, int64_t 
   float* vbuf = kbuf + static_cast<int64_t>(kTileKeys) * d;
   const float* q = static_cast<const float*>(a.q.at(row, static_cast<int64_t>(kh) * group * d));
   const uint8_t* rec[kTileKeys];
+  const uint8_t* next[kTileKeys];
   const float* rows[kTileKeys];
+  // Records of the tile after the current one are located (and prefetched)
+  // one tile ahead.
+  RecordCursor cursor(su, rp.store, rp.seq, k_begin);
+  auto locate = [&](int64_t j0, const uint8_t** out) {
+    const int n = static_cast<int>(std::min<int64_t>(kTileKeys, k_end - j0));
+    for (int t = 0; t < n; ++t) out[t] = cursor.Next();
+    return n;
+  };
+  int n_next = locate(k_begin, next);
+  for (int t = 0; t < n_next; ++t) dec.PrefetchKey(next[t], kh);
   for (int64_t j0 = k_begin; j0 < k_end; j0 += kTileKeys) {
-    const int nt = static_cast<int>(std::min<int64_t>(kTileKeys, k_end - j0));
-    for (int t = 0; t < nt; ++t) rec[t] = Record(su, rp.store, rp.seq, j0 + t);
-    for (int t = 0; t < nt; ++t) rows[t] = dec.key(dec, rec[t], kh, kbuf + static_cast<int64_t>(t) * d);
+    const int nt = n_next;
+    std::copy(next, next + nt, rec);
+    n_next = j0 + kTileKeys < k_end ? locate(j0 + kTileKeys, next) : 0;
+    // Each key decoded asks for the next tile's key at the same index, each
+    // value for the next tile's value: prefetches spread over the tile.
+    for (int t = 0; t < nt; ++t) {
+      if (t < n_next) dec.PrefetchKey(next[t], kh);
+      if (t < nt) dec.PrefetchValue(rec[t], kh);
+      rows[t] = dec.key(dec, rec[t], kh, kbuf + static_cast<int64_t>(t) * d);
+    }
     for (int g = 0; g < group; ++g) {
       float* s = scores + g * kTileKeys;
       const float* qg = q + static_cast<int64_t>(g) * d;
