@@ -2,6 +2,8 @@
 // that depend only on (seed, step) and are independent across steps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <random>
@@ -94,6 +96,46 @@ TEST(SamplerTest, StepsAndSeedsDrawDifferentTokensInDistribution) {
     const double mean = n * probs[i], sigma = std::sqrt(n * probs[i] * (1 - probs[i]));
     EXPECT_LE(std::abs(counts[i] - mean), 5 * sigma + 1) << "token " << i;
   }
+}
+
+TEST(SamplerTest, CategoricalDrawWalksKeptTokensInAscendingId) {
+  // The documented rule, recomputed here in double: kept tokens (top-k's
+  // selection leaves them in no particular order) weighed exp((l - max) / T),
+  // summed in ascending id; the token is the first whose running sum exceeds
+  // uniform(seed, step, 0) * total. Draws within 1e-9 of a boundary are
+  // skipped (float vs double weights may round either way there).
+  int checked = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    SamplingParams p = Seeded(300 + trial);
+    p.temperature = 0.6f + 0.1f * (trial % 7);
+    p.top_k = 5 + trial;
+    p.top_p = trial % 2 ? 0.95f : 1.0f;
+    Sampler s(p, 300);
+    const std::vector<float> l = RandomLogits(300, 700 + trial, 1.0f);
+    std::vector<int> kept = s.Filtered(l.data(), false).ids;
+    std::sort(kept.begin(), kept.end());
+    const double max = *std::max_element(l.begin(), l.end());
+    double total = 0;
+    for (int id : kept) total += std::exp((l[id] - max) / p.temperature);
+    for (uint64_t step = 0; step < 50; ++step) {
+      const double target = SampleUniform(*p.seed, step, kDrawCategorical) * total;
+      double acc = 0, gap = INFINITY;
+      int want = kept.back();
+      for (int id : kept) {
+        acc += std::exp((l[id] - max) / p.temperature);
+        gap = std::min(gap, std::fabs(acc - target));
+        if (target < acc) {
+          want = id;
+          break;
+        }
+      }
+      if (gap < 1e-9 * total) continue;
+      std::vector<float> copy = l;
+      EXPECT_EQ(Draw(s, copy.data(), step), want) << "trial " << trial << " step " << step;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 900);
 }
 
 }  // namespace
