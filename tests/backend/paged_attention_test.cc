@@ -223,7 +223,7 @@ TEST_P(PagedAttentionTest, ChunkedPrefillEqualsOnePassEqualsDecode) {
       // Chunks of uneven sizes, some sharing their step with another sequence.
       std::vector<float> chunked;
       int64_t pos = 0, other_pos = 0;
-      for (int64_t size : {1, 63, 200, 5, 331}) {
+      for (int64_t size : {1, 63, 200, 5, 391}) {
         std::vector<KvRun> runs = {{s, pos, size}};
         if (other_pos < 90) runs.push_back({other, other_pos, std::min<int64_t>(30, 90 - other_pos)});
         const std::vector<float> out = h.Step(runs, true);
