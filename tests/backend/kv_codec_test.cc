@@ -259,7 +259,9 @@ TEST(LloydMax, TablesMatchPublishedValuesAndTheCentroidCondition) {
     for (int i = 0; i < book->levels(); ++i) {
       const double a = i == 0 ? -12.0 : book->boundaries[i - 1];
       const double b = i == book->levels() - 1 ? 12.0 : book->boundaries[i];
-      if (i > 0) EXPECT_NEAR(book->boundaries[i - 1], 0.5 * (book->centroids[i - 1] + book->centroids[i]), 1e-6);
+      if (i > 0) {
+        EXPECT_NEAR(book->boundaries[i - 1], 0.5 * (book->centroids[i - 1] + book->centroids[i]), 1e-6);
+      }
       const int steps = 2000;  // Simpson
       double mass = 0, first = 0, second = 0;
       for (int s = 0; s <= steps; ++s) {

@@ -14,19 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "backend_registry.h"
 #include "backend_test_util.h"
 #include "paged_kv_test_util.h"
 
 namespace g4::testing {
 namespace {
 
-class PagedAttentionTest : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override { backend_ = MakeBackend(GetParam()); }
-  Backend& backend() { return *backend_; }
-  std::unique_ptr<Backend> backend_;
-};
+class PagedAttentionTest : public BackendTest {};
 
 std::vector<KvCodecSpec> AllCodecs() {
   std::vector<KvCodecSpec> specs = {KvCodecSpec::Plain(DType::kF32), KvCodecSpec::Plain(DType::kBF16),
@@ -159,9 +153,10 @@ TEST_P(PagedAttentionTest, MixedStores) {
     ExpectMatchesReference(h, mixed, "mixed stores, " + spec.signature());
     // A store-1 sequence gives the same bits alone as with store-0 ones.
     const std::vector<float> all = h.Step(mixed, false);
-    EXPECT_TRUE(BitwiseEqual(h.Step({{a, 699, 1}}, false), RowSlice(all, h.q_width(), 0, 1))) << spec.signature();
-    EXPECT_TRUE(BitwiseEqual(h.Step({{c, 0, 20}}, false), RowSlice(all, h.q_width(), 41, 20))) << spec.signature();
-    EXPECT_TRUE(BitwiseEqual(h.Step({{b, 10, 40}}, false), RowSlice(all, h.q_width(), 1, 40))) << spec.signature();
+    const int64_t qw = h.q_width();
+    EXPECT_TRUE(BitwiseEqual(h.Step({{a, 699, 1}}, false), SliceRows(all, qw, 0, 1), qw)) << spec.signature();
+    EXPECT_TRUE(BitwiseEqual(h.Step({{c, 0, 20}}, false), SliceRows(all, qw, 41, 20), qw)) << spec.signature();
+    EXPECT_TRUE(BitwiseEqual(h.Step({{b, 10, 40}}, false), SliceRows(all, qw, 1, 40), qw)) << spec.signature();
   }
 }
 
@@ -191,17 +186,18 @@ TEST_P(PagedAttentionTest, RowsDoNotDependOnTheBatch) {
       const std::vector<float> alone = h.Step({a_run}, false);
       const std::vector<float> first = h.Step({a_run, b_run, c_run}, false);
       const std::vector<float> middle = h.Step({c_run, a_run, b_run}, false);
-      EXPECT_TRUE(BitwiseEqual(alone, RowSlice(first, qw, 0, 60))) << what;
-      EXPECT_TRUE(BitwiseEqual(alone, RowSlice(middle, qw, 1, 60))) << what;
-      EXPECT_TRUE(BitwiseEqual(RowSlice(alone, qw, 59, 1), RowSlice(h.Step({c_run, {a, 1059, 1}}, false), qw, 1, 1))) << what;
-      EXPECT_TRUE(BitwiseEqual(h.Step({b_run}, false), RowSlice(first, qw, 60, 333))) << what;
-      EXPECT_TRUE(BitwiseEqual(RowSlice(first, qw, 393, 1), RowSlice(middle, qw, 0, 1))) << what;
+      EXPECT_TRUE(BitwiseEqual(alone, SliceRows(first, qw, 0, 60), qw)) << what;
+      EXPECT_TRUE(BitwiseEqual(alone, SliceRows(middle, qw, 1, 60), qw)) << what;
+      const std::vector<float> decode = h.Step({c_run, {a, 1059, 1}}, false);
+      EXPECT_TRUE(BitwiseEqual(SliceRows(alone, qw, 59, 1), SliceRows(decode, qw, 1, 1), qw)) << what;
+      EXPECT_TRUE(BitwiseEqual(h.Step({b_run}, false), SliceRows(first, qw, 60, 333), qw)) << what;
+      EXPECT_TRUE(BitwiseEqual(SliceRows(first, qw, 393, 1), SliceRows(middle, qw, 0, 1), qw)) << what;
       // Threads only decide who computes a split, never how.
       const int threads = omp_get_max_threads();
       omp_set_num_threads(1);
       const std::vector<float> one_thread = h.Step({b_run, a_run, c_run}, false);
       omp_set_num_threads(threads);
-      EXPECT_TRUE(BitwiseEqual(alone, RowSlice(one_thread, qw, 333, 60))) << what;
+      EXPECT_TRUE(BitwiseEqual(alone, SliceRows(one_thread, qw, 333, 60), qw)) << what;
     }
   }
 }
@@ -227,7 +223,7 @@ TEST_P(PagedAttentionTest, ChunkedPrefillEqualsOnePassEqualsDecode) {
       // Chunks of uneven sizes, some sharing their step with another sequence.
       std::vector<float> chunked;
       int64_t pos = 0, other_pos = 0;
-      for (int64_t size : {1, 63, 200, 5, 331}) {
+      for (int64_t size : {1, 63, 200, 5, 391}) {
         std::vector<KvRun> runs = {{s, pos, size}};
         if (other_pos < 90) runs.push_back({other, other_pos, std::min<int64_t>(30, 90 - other_pos)});
         const std::vector<float> out = h.Step(runs, true);
@@ -241,7 +237,7 @@ TEST_P(PagedAttentionTest, ChunkedPrefillEqualsOnePassEqualsDecode) {
         chunked.insert(chunked.end(), out.begin(), out.end());
       }
       ASSERT_EQ(pos, len);
-      EXPECT_TRUE(BitwiseEqual(one_pass, chunked)) << what;
+      EXPECT_TRUE(BitwiseEqual(one_pass, chunked, qw)) << what;
       std::vector<double> want, tol;
       h.Reference({{s, 0, len}}, &want, &tol);
       EXPECT_TRUE(AllWithin(want, one_pass.data(), tol, qw)) << what;
@@ -249,8 +245,7 @@ TEST_P(PagedAttentionTest, ChunkedPrefillEqualsOnePassEqualsDecode) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, PagedAttentionTest, ::testing::ValuesIn(BackendNames()),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, PagedAttentionTest, BackendValues(), BackendParamName);
 
 }  // namespace
 }  // namespace g4::testing

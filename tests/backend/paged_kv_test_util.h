@@ -1,6 +1,6 @@
 // A paged-KV layer for the KV op tests, driven only through the Backend
-// interface (Allocate, CopyToDevice / CopyToHost, Ops), so any backend runs
-// the same checks. It holds sequences with random K/V (and per-position
+// interface (Allocate, CopyToDevice / CopyToHost, Ops; helpers from
+// backend_test_util.h), so any backend runs the same checks. It holds sequences with random K/V (and per-position
 // queries, so a row's query is the same in every step that contains it),
 // block stores on the device in one or two record formats, and random,
 // non-contiguous block assignments. Steps are lists of runs (a sequence's
@@ -26,6 +26,7 @@
 #include "backend/backend.h"
 #include "backend/kv_record.h"
 #include "backend/ops.h"
+#include "backend_test_util.h"
 
 namespace g4::testing {
 
@@ -38,20 +39,12 @@ inline KvRecordFormat MakeFormat(const KvCodecSpec& spec, int kv_heads, int head
 inline DeviceBuffer MustAllocate(Backend& b, size_t bytes, const char* what) {
   StatusOr<DeviceBuffer> buf = b.Allocate(std::max<size_t>(bytes, 1), what);
   EXPECT_TRUE(buf.ok()) << buf.status().ToString();
-  return buf.ok() ? std::move(*buf) : DeviceBuffer();
+  return buf.ok() ? std::move(buf).value() : DeviceBuffer();
 }
 
-template <typename T>
-DeviceBuffer Upload(Backend& b, const std::vector<T>& host, const char* what) {
-  DeviceBuffer buf = MustAllocate(b, host.size() * sizeof(T), what);
-  if (!host.empty()) b.CopyToDevice(buf.data(), host.data(), host.size() * sizeof(T));
-  return buf;
-}
-
-template <typename T>
-std::vector<T> Download(Backend& b, const DeviceBuffer& buf, size_t n) {
-  std::vector<T> host(n);
-  if (n) b.CopyToHost(host.data(), buf.data(), n * sizeof(T));
+inline std::vector<uint8_t> DownloadBytes(Backend& b, const void* device, size_t n) {
+  std::vector<uint8_t> host(n);
+  if (n) b.CopyToHost(host.data(), device, n);
   b.Sync();
   return host;
 }
@@ -197,9 +190,9 @@ class PagedKvHarness {
         if ((e + 1) * block_size_ - 1 >= lowest) table[i * stride + e] = s.blocks[e];
     }
     const int64_t rows = static_cast<int64_t>(positions.size());
-    DeviceBuffer d_pos = Upload(b_, positions, "pos"), d_row_seq = Upload(b_, row_seq, "row_seq");
-    DeviceBuffer d_qs = Upload(b_, query_start, "qs"), d_len = Upload(b_, kv_len, "kv_len");
-    DeviceBuffer d_table = Upload(b_, table, "table"), d_store = Upload(b_, seq_store, "store");
+    DeviceBuffer d_pos = UploadArray(b_, positions), d_row_seq = UploadArray(b_, row_seq);
+    DeviceBuffer d_qs = UploadArray(b_, query_start), d_len = UploadArray(b_, kv_len);
+    DeviceBuffer d_table = UploadArray(b_, table), d_store = UploadArray(b_, seq_store);
     StepRows sr;
     sr.num_rows = rows;
     sr.num_seqs = nseq;
@@ -210,27 +203,27 @@ class PagedKvHarness {
     sr.max_query_rows = max_rows;
     sr.max_kv_len = max_len;
     const PagedKv kv = Kv(d_table.as<int32_t>(), stride, d_store.as<uint8_t>());
-    const MemorySpace space = b_.space();
     if (write) {
+      // K and V as column slices of one wider array: strided views.
       const int64_t w = width(), pad = 3, cols = 2 * w + pad;
       std::vector<float> kv_host(rows * cols, std::nanf(""));
       for (int64_t r = 0; r < rows; ++r) {
         std::copy(k.begin() + r * w, k.begin() + (r + 1) * w, kv_host.begin() + r * cols);
         std::copy(v.begin() + r * w, v.begin() + (r + 1) * w, kv_host.begin() + r * cols + w + pad);
       }
-      DeviceBuffer d_kv = Upload(b_, kv_host, "kv rows");
-      const TensorView all = TensorView::F32(d_kv.as<float>(), rows, cols, space);
-      b_.ops().KvWrite(sr, kv, all.Cols(0, w), all.Cols(w + pad, w));
+      const DeviceTensor d_kv = UploadF32(b_, kv_host, rows, cols);
+      b_.ops().KvWrite(sr, kv, d_kv.view.Cols(0, w), d_kv.view.Cols(w + pad, w));
       b_.Sync();
     }
     if (!attend) return {};
-    DeviceBuffer d_q = Upload(b_, q, "q");
-    DeviceBuffer d_out = MustAllocate(b_, rows * q_width() * sizeof(float), "out");
+    // q and out in padded rows (strided views); out's padding must survive.
+    const DeviceTensor d_q = UploadF32(b_, q, rows, q_width(), q_width() + 5);
+    const DeviceTensor d_out = AllocTensor(b_, DType::kF32, rows, q_width(), q_width() + 7);
     PagedAttentionArgs a;
     a.rows = sr;
     a.kv = kv;
-    a.q = TensorView::F32(d_q.as<float>(), rows, q_width(), space);
-    a.out = TensorView::F32(d_out.as<float>(), rows, q_width(), space);
+    a.q = d_q.view;
+    a.out = d_out.view;
     a.num_heads = shape_.num_heads;
     a.num_kv_heads = shape_.num_kv_heads;
     a.head_dim = shape_.head_dim;
@@ -238,7 +231,8 @@ class PagedKvHarness {
     a.scale = shape_.Scale();
     b_.ops().PagedAttention(a);
     b_.Sync();
-    return Download<float>(b_, d_out, rows * q_width());
+    EXPECT_TRUE(GuardsIntact(b_, d_out));
+    return DownloadF32(b_, d_out.view);
   }
 
   // The double-precision reference for the rows of `runs`, from the host
@@ -291,7 +285,7 @@ class PagedKvHarness {
   // Device store contents (for write tests).
   std::vector<uint8_t> DownloadStore(int store) {
     const Store& st = stores_[store];
-    return Download<uint8_t>(b_, st.buffer, st.num_blocks * block_size_ * st.format.record_bytes);
+    return DownloadBytes(b_, st.buffer.data(), st.num_blocks * block_size_ * st.format.record_bytes);
   }
   PagedKvStore StoreView(int store) {
     Store& st = stores_[store];
@@ -331,9 +325,7 @@ class PagedKvHarness {
     std::vector<int32_t> blocks;
   };
 
-  DeviceBuffer UploadRaw(const float* host, int64_t n) {
-    return Upload(b_, std::vector<float>(host, host + n), "turbo constants");
-  }
+  DeviceBuffer UploadRaw(const float* host, int64_t n) { return UploadArray(b_, std::vector<float>(host, host + n)); }
   PagedKv Kv(const int32_t* table, int64_t stride, const uint8_t* seq_store) {
     PagedKv kv;
     for (int s = 0; s < 2; ++s)
@@ -352,19 +344,5 @@ class PagedKvHarness {
   Store stores_[2];
   std::vector<Seq> seqs_;
 };
-
-// Rows [begin, begin + count) of a [rows, width] float array.
-inline std::vector<float> RowSlice(const std::vector<float>& x, int64_t width, int64_t begin, int64_t count) {
-  return std::vector<float>(x.begin() + begin * width, x.begin() + (begin + count) * width);
-}
-
-// Bitwise equality of two float arrays, naming the first differing element.
-inline ::testing::AssertionResult BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
-  return ::testing::AssertionSuccess();
-}
 
 }  // namespace g4::testing

@@ -136,7 +136,7 @@ KvHeadDecodeFn TurboValueFn(int bits) {
 
 }  // namespace
 
-KvHeadDecoder MakeKvHeadDecoder(const KvRecordFormat& format) {
+KvHeadDecoder MakeKvHeadDecoder(const KvRecordFormat& format, const float* value_centroids) {
   G4_CHECK_MSG(format.record_bytes > 0 && format.head_dim > 0 && format.num_kv_heads > 0,
                "[cpu] KV store without a record format");
   KvHeadDecoder c;
@@ -177,7 +177,8 @@ KvHeadDecoder MakeKvHeadDecoder(const KvRecordFormat& format) {
       c.key_bits = spec.key_bits;
       c.value_bits = spec.value_bits;
       c.rotated_values = true;
-      c.centroids = TurboValueCentroids(spec.value_bits);
+      G4_CHECK_MSG(value_centroids != nullptr, "[cpu] turbo KV store without its value codebook");
+      c.centroids = value_centroids;
       c.key = TurboKeyFn(spec.key_bits);
       c.value = TurboValueFn(spec.value_bits);
       G4_CHECK_MSG(c.key && c.value, "[cpu] turbo KV bit widths");

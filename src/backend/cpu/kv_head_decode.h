@@ -76,8 +76,9 @@ struct KvHeadDecoder {
 };
 
 // The decoder of a store's format. REQUIRES: format came from
-// KvRecordFormat::Make.
-KvHeadDecoder MakeKvHeadDecoder(const KvRecordFormat& format);
+// KvRecordFormat::Make; value_centroids (the store's turbo codebook,
+// [2^value_bits]) is set for turbo formats.
+KvHeadDecoder MakeKvHeadDecoder(const KvRecordFormat& format, const float* value_centroids);
 
 namespace kvdecode {
 

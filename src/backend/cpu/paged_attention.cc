@@ -11,7 +11,8 @@
 // threads changes any of this; the work is spread over (row, KV head, split)
 // items, which only decides who computes a split, never how. So a sequence's
 // rows give the same bits alone or in any batch, and chunked prefill equals
-// one pass equals decode.
+// one pass equals decode. (As for MatMul, the bits do depend on the build's
+// vector width, simd.h.)
 //
 // Per tile (the tricks of the dense kernel): every key and value of a KV
 // head is decoded once and shared by the query heads of its group; scores
@@ -196,7 +197,7 @@ void FoldSplit(const Setup& su, const RowPlan& rp, int64_t row, int kh, int64_t 
     // value for the next tile's value: prefetches spread over the tile.
     for (int t = 0; t < nt; ++t) {
       if (t < n_next) dec.PrefetchKey(next[t], kh);
-      if (t < nt) dec.PrefetchValue(rec[t], kh);
+      dec.PrefetchValue(rec[t], kh);
       rows[t] = dec.key(dec, rec[t], kh, kbuf + static_cast<int64_t>(t) * d);
     }
     for (int g = 0; g < group; ++g) {
@@ -266,7 +267,7 @@ void MergeSplits(const Setup& su, const RowPlan& rp, int64_t row, int kh, const 
       Axpy(o, c, base + 2 * group + static_cast<int64_t>(g) * d, d);
     }
     ScaleInPlace(o, l > 0 ? 1.0f / l : 0.0f, d);
-    if (su.decoder[rp.store].rotated_values) kvfmt::RotateInverse(o, d, TurboValueSigns(d));
+    if (su.decoder[rp.store].rotated_values) kvfmt::RotateInverse(o, d, a.kv.store[rp.store].value_signs);
   }
 }
 
@@ -284,6 +285,8 @@ float* WorkerScratch(size_t n) {
 
 void CheckStore(const PagedAttentionArgs& a, const PagedKvStore& s) {
   G4_CHECK_MSG(s.records != nullptr && s.num_blocks > 0, "[cpu] PagedAttention: store without blocks");
+  G4_CHECK_MSG(!s.format.rotates_values() || (s.value_centroids && s.value_signs),
+               "[cpu] PagedAttention: turbo store without its codebook and signs");
   G4_CHECK_MSG(s.format.num_kv_heads == a.num_kv_heads && s.format.head_dim == a.head_dim,
                "[cpu] PagedAttention: store geometry differs from the attention's");
 }
@@ -310,7 +313,9 @@ void PagedAttention(const PagedAttentionArgs& a) {
   bool uses[2] = {false, false};
 
   // Plan every row: its sequence, store, visible range and split count.
-  std::vector<RowPlan> plan(rows.num_rows);
+  thread_local std::vector<RowPlan> plan_buffer;  // reused: no allocation per call once warm
+  plan_buffer.resize(rows.num_rows);
+  std::vector<RowPlan>& plan = plan_buffer;
   int64_t work = 0;
   for (int64_t r = 0; r < rows.num_rows; ++r) {
     RowPlan& rp = plan[r];
@@ -329,7 +334,7 @@ void PagedAttention(const PagedAttentionArgs& a) {
   for (int st = 0; st < 2; ++st) {
     if (!uses[st]) continue;
     CheckStore(a, a.kv.store[st]);
-    su.decoder[st] = MakeKvHeadDecoder(a.kv.store[st].format);
+    su.decoder[st] = MakeKvHeadDecoder(a.kv.store[st].format, a.kv.store[st].value_centroids);
   }
   work *= a.num_kv_heads;
 
