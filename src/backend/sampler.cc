@@ -390,7 +390,14 @@ int Sampler::Sample(float* logits, std::span<const int> context_tokens, uint64_t
     // Draw from weights exp((logit - max) / T) <= 1 over the kept ids, or
     // over the whole vocabulary when no filter is on.
     const float inv_t = 1.0f / params_.temperature;
-    const std::vector<int>* kept = filtered ? &Keep(logits, max, exps_.data(), inv_sum, xtc_fires) : nullptr;
+    const std::vector<int>* kept = nullptr;
+    if (filtered) {
+      Keep(logits, max, exps_.data(), inv_sum, xtc_fires);
+      // The walk below goes in ascending id (sampler.h), whatever order the
+      // filters left the pool in (top-k's selection scrambles it).
+      if (!std::is_sorted(pool_.begin(), pool_.end())) std::sort(pool_.begin(), pool_.end());
+      kept = &pool_;
+    }
     const float* w = nullptr;
     if (need_probs && inv_t == 1.0f) {
       w = exps_.data();

@@ -35,10 +35,12 @@
 //   bits(seed, step, draw) = SplitMix64(SplitMix64(SplitMix64(seed) ^ step) ^ draw)
 //   uniform(seed, step, draw) = double(bits >> 11) * 2^-53        in [0, 1)
 //
-// Draw 0 (kDrawCategorical) is step 7's draw: target = uniform * (sum of the
-// kept weights, in the order below), the token is the first whose running
-// weight sum exceeds target. Draw 1 (kDrawXtc) is the XTC coin: XTC fires
-// when uniform < xtc_probability. `step` is the number of tokens the
+// Draw 0 (kDrawCategorical) is step 7's draw: with the kept tokens' weights
+// exp((logit - max) / temperature) summed in double in ascending id order,
+// target = uniform * total and the token is the first in ascending id
+// order whose running sum exceeds target (the last kept one if rounding
+// leaves none). Draw 1 (kDrawXtc) is the XTC coin: XTC fires when
+// uniform < xtc_probability; it is only drawn for a non-greedy row. `step` is the number of tokens the
 // sequence sampled before this one; the caller picks the seed (the engine
 // draws one from std::random_device when the user sets none).
 #pragma once

@@ -30,6 +30,15 @@ TEST_P(BackendMemoryTest, AllocationsAreAlignedAndDistinct) {
     for (size_t j = i + 1; j < buffers.size(); ++j) EXPECT_NE(buffers[i].data(), buffers[j].data());
 }
 
+TEST_P(BackendMemoryTest, ImpossibleSizesAreResourceExhausted) {
+  for (size_t bytes : {size_t{1} << 60, SIZE_MAX / 2, SIZE_MAX}) {
+    StatusOr<DeviceBuffer> b = backend().Allocate(bytes, "impossible");
+    ASSERT_FALSE(b.ok()) << bytes;
+    EXPECT_EQ(b.status().code(), StatusCode::kResourceExhausted);
+    EXPECT_NE(b.status().message().find("impossible"), std::string::npos) << b.status().message();
+  }
+}
+
 TEST_P(BackendMemoryTest, CopiesRoundTrip) {
   for (size_t bytes : {size_t{1}, size_t{1000}, (size_t{2} << 20) + 3}) {
     std::vector<uint8_t> host(bytes);

@@ -16,101 +16,21 @@
 #include <gtest/gtest.h>
 
 #include "io/config.h"
+#include "sampler_test_util.h"
 
 namespace g4 {
 namespace {
 
-std::vector<float> RandomLogits(int n, uint32_t seed, float scale = 3.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-std::vector<double> Softmax(const std::vector<float>& l, double temperature = 1.0) {
-  double m = -INFINITY;
-  for (float x : l) m = std::max(m, static_cast<double>(x));
-  std::vector<double> p(l.size());
-  double s = 0;
-  for (size_t i = 0; i < l.size(); ++i) s += p[i] = std::exp((l[i] - m) / temperature);
-  for (double& x : p) x /= s;
-  return p;
-}
-
-// Ids by descending logit, ties by ascending id.
-std::vector<int> Order(const std::vector<float>& l) {
-  std::vector<int> ids(l.size());
-  std::iota(ids.begin(), ids.end(), 0);
-  std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return l[a] > l[b]; });
-  return ids;
-}
-
-std::set<int> TopKSet(const std::vector<float>& l, int k) {
-  std::vector<int> o = Order(l);
-  return {o.begin(), o.begin() + std::min<size_t>(k, o.size())};
-}
-
-std::set<int> TopPSet(const std::vector<float>& l, double p) {
-  std::vector<double> probs = Softmax(l);
-  std::set<int> kept;
-  double cum = 0;
-  for (int id : Order(l)) {
-    if (cum >= p) break;
-    kept.insert(id);
-    cum += probs[id];
-  }
-  return kept;
-}
-
-std::set<int> MinPSet(const std::vector<float>& l, double min_p) {
-  std::vector<double> probs = Softmax(l);
-  const double pmax = *std::max_element(probs.begin(), probs.end());
-  std::set<int> kept;
-  for (size_t i = 0; i < l.size(); ++i) {
-    if (probs[i] >= min_p * pmax) kept.insert(static_cast<int>(i));
-  }
-  return kept;
-}
-
-std::set<int> AsSet(const std::vector<int>& v) { return {v.begin(), v.end()}; }
-
-SamplingParams Seeded(uint64_t seed) {
-  SamplingParams p;
-  p.seed = seed;
-  return p;
-}
-
-// The token a sequence seeded params().seed draws at `step` (the Sampler
-// itself holds no seed: a test keeps it in the params, as the engine does).
-int Draw(Sampler& s, float* logits, uint64_t step, std::span<const int> context = {}, LogProbs* out = nullptr) {
-  return s.Sample(logits, context, s.params().seed.value_or(0), step, out);
-}
-
-// Draws `draws` tokens from the same logits and checks every bin against
-// `expected` (ids -> probability; others must never appear): each count
-// within 5 sigma of its mean, and Pearson's chi-square below a bound far in
-// the tail of its distribution.
-void ExpectFrequencies(Sampler& sampler, const std::vector<float>& logits, const std::map<int, double>& expected,
-                       int draws) {
-  std::map<int, int> counts;
-  for (int i = 0; i < draws; ++i) {
-    std::vector<float> l = logits;
-    const int t = Draw(sampler, l.data(), static_cast<uint64_t>(i));
-    ASSERT_TRUE(expected.count(t)) << "sampled token " << t << " outside the expected support";
-    ++counts[t];
-  }
-  double chi2 = 0;
-  for (const auto& [id, p] : expected) {
-    const double mean = draws * p;
-    const double sigma = std::sqrt(draws * p * (1 - p));
-    EXPECT_LE(std::abs(counts[id] - mean), 5 * sigma + 1) << "token " << id << " p=" << p;
-    if (mean > 0) chi2 += (counts[id] - mean) * (counts[id] - mean) / mean;
-  }
-  // df = bins - 1; mean df, sd sqrt(2 df): allow df + 8 sd + 10.
-  const double df = expected.size() - 1.0;
-  EXPECT_LT(chi2, df + 8 * std::sqrt(2 * df) + 10) << "chi-square over " << expected.size() << " bins";
-}
+using testing::AsSet;
+using testing::Draw;
+using testing::ExpectFrequencies;
+using testing::MinPSet;
+using testing::Order;
+using testing::RandomLogits;
+using testing::Seeded;
+using testing::Softmax;
+using testing::TopKSet;
+using testing::TopPSet;
 
 TEST(SamplerTest, GreedyIsArgmaxWithLowestIdOnTies) {
   SamplingParams p = Seeded(1);
@@ -306,83 +226,6 @@ TEST(SamplerTest, FrequenciesMatchFilteredDistribution) {
   std::map<int, double> expected;
   for (int id : kept) expected[id] = pt[id] / z;
   ExpectFrequencies(s, l, expected, 100000);
-}
-
-TEST(SamplerTest, SeededRunsRepeatAndSeedsDiffer) {
-  auto run = [](uint64_t seed) {
-    SamplingParams p = Seeded(seed);
-    p.top_p = 0.95f;
-    Sampler s(p, 4000);
-    std::vector<int> tokens;
-    for (uint32_t step = 0; step < 100; ++step) {
-      std::vector<float> l = RandomLogits(4000, step, 0.5f);
-      tokens.push_back(Draw(s, l.data(), step, tokens));
-    }
-    return tokens;
-  };
-  EXPECT_EQ(run(123), run(123));
-  EXPECT_NE(run(123), run(124));
-}
-
-TEST(SamplerTest, DrawsAreTheDocumentedCounterBasedFunction) {
-  // SplitMix64's published first outputs for state 0 (each call adds the
-  // golden gamma first): 0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4.
-  EXPECT_EQ(SplitMix64(0), 0xE220A8397B1DCDAFull);
-  EXPECT_EQ(SplitMix64(0x9E3779B97F4A7C15ull), 0x6E789E6AA1B965F4ull);
-  std::mt19937_64 rng(5);
-  for (int i = 0; i < 100; ++i) {
-    const uint64_t seed = rng(), step = rng() % 1000, draw = i % 2;
-    const uint64_t bits = SplitMix64(SplitMix64(SplitMix64(seed) ^ step) ^ draw);
-    EXPECT_EQ(SampleBits(seed, step, draw), bits);
-    EXPECT_EQ(SampleUniform(seed, step, draw), static_cast<double>(bits >> 11) / 9007199254740992.0);
-    EXPECT_GE(SampleUniform(seed, step, draw), 0.0);
-    EXPECT_LT(SampleUniform(seed, step, draw), 1.0);
-  }
-}
-
-TEST(SamplerTest, SameSeedAndStepGiveTheSameTokenWhateverCameBefore) {
-  // No state carries between calls: a fresh sampler at step 37 and one that
-  // has already drawn 100 tokens agree token for token on the same inputs.
-  std::mt19937 rng(31);
-  for (int trial = 0; trial < 50; ++trial) {
-    SamplingParams p = Seeded(1000 + trial);
-    p.temperature = 0.5f + (rng() % 100) / 50.0f;
-    p.top_p = trial % 3 ? 0.9f : 1.0f;
-    p.xtc_probability = trial % 4 == 0 ? 0.5f : 0.0f;
-    const std::vector<float> l = RandomLogits(700, 600 + trial, 1.0f);
-    Sampler fresh(p, 700), used(p, 700);
-    for (int i = 0; i < 100; ++i) {
-      std::vector<float> other = RandomLogits(700, 9000 + i, 2.0f);
-      Draw(used, other.data(), i);
-    }
-    const uint64_t step = 37 + trial;
-    std::vector<float> a = l, b = l;
-    EXPECT_EQ(Draw(fresh, a.data(), step), Draw(used, b.data(), step)) << "trial " << trial;
-  }
-}
-
-TEST(SamplerTest, StepsAndSeedsDrawDifferentTokensInDistribution) {
-  // Over steps 0..N-1 of one seed (same logits every step), the tokens follow
-  // softmax(l / T): steps are independent draws, not one repeated draw.
-  const std::vector<float> l = {0.3f, -0.2f, 1.1f, 0.0f, 0.8f, -1.0f};
-  SamplingParams p = Seeded(77);
-  p.temperature = 0.9f;
-  Sampler s(p, 6);
-  const std::vector<double> probs = Softmax(l, p.temperature);
-  std::map<int, double> expected;
-  for (int i = 0; i < 6; ++i) expected[i] = probs[i];
-  ExpectFrequencies(s, l, expected, 60000);
-  // Across seeds at one step: also the same distribution.
-  std::map<int, int> counts;
-  const int n = 60000;
-  for (int seed = 0; seed < n; ++seed) {
-    std::vector<float> copy = l;
-    ++counts[s.Sample(copy.data(), {}, static_cast<uint64_t>(seed), 5)];
-  }
-  for (int i = 0; i < 6; ++i) {
-    const double mean = n * probs[i], sigma = std::sqrt(n * probs[i] * (1 - probs[i]));
-    EXPECT_LE(std::abs(counts[i] - mean), 5 * sigma + 1) << "token " << i;
-  }
 }
 
 TEST(SamplerTest, RepetitionPenaltyMovesExactlyWindowTokens) {

@@ -10,13 +10,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "backend/cpu/cpu_ops.h"
-#include "backend/cpu/simd.h"
 #include "core/check.h"
 
 namespace g4 {
@@ -33,6 +33,10 @@ size_t PageSize() {
   return page;
 }
 
+// Requests above this are refused at once: no machine has 2^52 bytes, and
+// sizes near SIZE_MAX would overflow the rounding below.
+constexpr size_t kMaxAllocation = size_t{1} << 52;
+
 // Bytes actually reserved for a request of `bytes` (Free recomputes it).
 size_t ReservedBytes(size_t bytes) {
   const size_t n = RoundUp(bytes == 0 ? 1 : bytes, kAlignment);
@@ -40,7 +44,7 @@ size_t ReservedBytes(size_t bytes) {
 }
 
 // MemAvailable from /proc/meminfo (kB), else the free physical pages.
-size_t AvailableMemory() {
+size_t SystemAvailableMemory() {
   if (FILE* f = std::fopen("/proc/meminfo", "r")) {
     char line[256];
     unsigned long long kb = 0;
@@ -56,6 +60,27 @@ size_t AvailableMemory() {
   }
   const long pages = sysconf(_SC_AVPHYS_PAGES);
   return pages > 0 ? static_cast<size_t>(pages) * PageSize() : 0;
+}
+
+// A cgroup v2 memory file holding one number (false for "max" or absent).
+bool ReadCgroupValue(const char* path, unsigned long long* value) {
+  FILE* f = std::fopen(path, "r");
+  if (!f) return false;
+  const bool ok = std::fscanf(f, "%llu", value) == 1;
+  std::fclose(f);
+  return ok;
+}
+
+// The system's available memory, but no more than the container's cgroup
+// still allows.
+size_t AvailableMemory() {
+  size_t available = SystemAvailableMemory();
+  unsigned long long limit = 0, used = 0;
+  if (ReadCgroupValue("/sys/fs/cgroup/memory.max", &limit) &&
+      ReadCgroupValue("/sys/fs/cgroup/memory.current", &used)) {
+    available = std::min<size_t>(available, limit > used ? static_cast<size_t>(limit - used) : 0);
+  }
+  return available;
 }
 
 const char* VectorIsa() {
@@ -74,15 +99,16 @@ class CpuBackend final : public Backend {
 
   std::string name() const override { return "cpu"; }
   std::string Describe() const override {
-    static_assert(cpu::kLanes >= 1);
     return std::string("cpu: ") + VectorIsa() + ", " + std::to_string(omp_get_max_threads()) + " threads";
   }
   MemorySpace space() const override { return MemorySpace::kHost; }
 
   StatusOr<DeviceBuffer> Allocate(size_t bytes, const char* what) override {
-    const size_t reserved = ReservedBytes(bytes);
     void* p = nullptr;
-    if (reserved >= kMapMinBytes) {
+    const size_t reserved = bytes <= kMaxAllocation ? ReservedBytes(bytes) : 0;
+    if (reserved == 0) {
+      // Too large: p stays null.
+    } else if (reserved >= kMapMinBytes) {
       p = mmap(nullptr, reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (p == MAP_FAILED) p = nullptr;
     } else {
