@@ -79,7 +79,9 @@ struct PagedAttentionArgs {
 // The routed experts of a MoE block for every row:
 //   out[t] = sum over j in ascending expert order of
 //            weights[t, j] * down_e(gelu_tanh(gate_e(x[t])) * up_e(x[t])),
-//   e = ids[t, j], accumulated into a zeroed row in that order.
+//   e = ids[t, j], accumulated into a zeroed row in that order, one fused
+//   multiply-add per term and element: out = fma(weights[t, j], y_e, out)
+//   (equal expert ids in a row: ascending j).
 struct MoeExpertsArgs {
   TensorView x;        // [T, H]
   TensorView ids;      // I32 [T, k]
@@ -123,7 +125,8 @@ struct SampleArgs {
   TensorView out_ids;  // I32 [R, 1]
   // Optional (top_logprobs >= 0 and both set): per row the chosen token's
   // log-probability then the top_logprobs best (ids descending, ties lower id
-  // first), full-vocabulary log-softmax after steps 1-4.
+  // first), full-vocabulary log-softmax after steps 1-4. Columns beyond the
+  // vocabulary size hold id -1 and -inf.
   int top_logprobs = -1;
   TensorView logprob_ids;     // I32 [R, 1 + top_logprobs]
   TensorView logprob_values;  // F32 [R, 1 + top_logprobs]

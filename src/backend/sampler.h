@@ -22,12 +22,30 @@
 //
 // Penalty windows cover the last N of the `context_tokens` the caller passes
 // (mlx-lm passes prompt + generated; N = 0 means all of them).
+//
+// Randomness is counter-based: the uniform draws of a call depend only on
+// (seed, step), never on earlier calls, so a sequence samples the same
+// tokens whatever batch it runs in, on any backend. With all arithmetic
+// modulo 2^64:
+//
+//   SplitMix64(z):  z += 0x9E3779B97F4A7C15
+//                   z  = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+//                   z  = (z ^ (z >> 27)) * 0x94D049BB133111EB
+//                   return z ^ (z >> 31)
+//   bits(seed, step, draw) = SplitMix64(SplitMix64(SplitMix64(seed) ^ step) ^ draw)
+//   uniform(seed, step, draw) = double(bits >> 11) * 2^-53        in [0, 1)
+//
+// Draw 0 (kDrawCategorical) is step 7's draw: target = uniform * (sum of the
+// kept weights, in the order below), the token is the first whose running
+// weight sum exceeds target. Draw 1 (kDrawXtc) is the XTC coin: XTC fires
+// when uniform < xtc_probability. `step` is the number of tokens the
+// sequence sampled before this one; the caller picks the seed (the engine
+// draws one from std::random_device when the user sets none).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <random>
 #include <span>
 #include <vector>
 
@@ -52,7 +70,9 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;  // 0 = off
   int frequency_context_size = 20;
   std::map<int, float> logit_bias;
-  std::optional<uint64_t> seed;  // unset: seeded from std::random_device
+  // Read by the engine, not by Sampler (which takes the seed per call):
+  // unset, the engine draws one from std::random_device.
+  std::optional<uint64_t> seed;
   int top_logprobs = 0;          // how many alternatives LogProbs::top lists
 };
 
@@ -93,15 +113,35 @@ struct Candidates {
   std::vector<double> probs;
 };
 
+inline constexpr uint64_t kDrawCategorical = 0;
+inline constexpr uint64_t kDrawXtc = 1;
+
+constexpr uint64_t SplitMix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+constexpr uint64_t SampleBits(uint64_t seed, uint64_t step, uint64_t draw) {
+  return SplitMix64(SplitMix64(SplitMix64(seed) ^ step) ^ draw);
+}
+constexpr double SampleUniform(uint64_t seed, uint64_t step, uint64_t draw) {
+  return static_cast<double>(SampleBits(seed, step, draw) >> 11) * 0x1.0p-53;
+}
+
+// Not thread-safe (scratch buffers); one Sampler per thread. Holds no
+// random state: Sample is a function of its arguments.
 class Sampler {
  public:
   Sampler(const SamplingParams& params, int vocab_size);
 
-  // Picks the next token from `logits` (vocab_size values). On return
-  // `logits` holds the values after steps 1-4 (NaN read as -inf, +inf as the
-  // largest float). `out`, when given, receives the logprobs. When no logit
-  // is finite the result is token 0.
-  int Sample(float* logits, std::span<const int> context_tokens, LogProbs* out = nullptr);
+  // Picks the next token from `logits` (vocab_size values), its random
+  // draws those of (seed, step) (see above). On return `logits` holds the
+  // values after steps 1-4 (NaN read as -inf, +inf as the largest float).
+  // `out`, when given, receives the logprobs. When no logit is finite the
+  // result is token 0.
+  int Sample(float* logits, std::span<const int> context_tokens, uint64_t seed, uint64_t step,
+             LogProbs* out = nullptr);
 
   // Steps 6-7's distribution for logits already through steps 1-4, with the
   // XTC coin given instead of drawn. For tests and diagnostics.
@@ -116,11 +156,9 @@ class Sampler {
   const std::vector<int>& Keep(const float* logits, float max, const float* probs, double inv_sum, bool xtc_fires);
   // Reduces pool_ to the smallest prefix of the order whose mass reaches top_p.
   void CutTopP(const float* logits, float max, const float* probs, double inv_sum);
-  double Uniform();
 
   SamplingParams params_;
   int vocab_size_;
-  std::mt19937_64 rng_;
   std::vector<int> pool_;        // scratch: candidate ids
   std::vector<int> top_;         // scratch: logprobs alternatives
   std::vector<float> exps_;      // scratch: exp(logit - max), per id

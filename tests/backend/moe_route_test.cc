@@ -1,4 +1,4 @@
-#include "model/router.h"
+#include "backend/moe_route.h"
 
 #include <gtest/gtest.h>
 

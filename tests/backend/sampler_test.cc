@@ -1,7 +1,7 @@
 // Sampler tests: every expectation is computed here independently (double
 // precision softmax, full sorts) or is a statistical property checked over
 // many draws with fixed seeds.
-#include "engine/sampler.h"
+#include "backend/sampler.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <span>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -80,6 +81,12 @@ SamplingParams Seeded(uint64_t seed) {
   return p;
 }
 
+// The token a sequence seeded params().seed draws at `step` (the Sampler
+// itself holds no seed: a test keeps it in the params, as the engine does).
+int Draw(Sampler& s, float* logits, uint64_t step, std::span<const int> context = {}, LogProbs* out = nullptr) {
+  return s.Sample(logits, context, s.params().seed.value_or(0), step, out);
+}
+
 // Draws `draws` tokens from the same logits and checks every bin against
 // `expected` (ids -> probability; others must never appear): each count
 // within 5 sigma of its mean, and Pearson's chi-square below a bound far in
@@ -89,7 +96,7 @@ void ExpectFrequencies(Sampler& sampler, const std::vector<float>& logits, const
   std::map<int, int> counts;
   for (int i = 0; i < draws; ++i) {
     std::vector<float> l = logits;
-    const int t = sampler.Sample(l.data(), {});
+    const int t = Draw(sampler, l.data(), static_cast<uint64_t>(i));
     ASSERT_TRUE(expected.count(t)) << "sampled token " << t << " outside the expected support";
     ++counts[t];
   }
@@ -117,7 +124,7 @@ TEST(SamplerTest, GreedyIsArgmaxWithLowestIdOnTies) {
     const float top = *std::max_element(l.begin(), l.end()) + 1.0f;
     l[a] = l[b] = top;
     std::vector<float> copy = l;
-    EXPECT_EQ(s.Sample(copy.data(), {}), std::min(a, b));
+    EXPECT_EQ(Draw(s, copy.data(), seed), std::min(a, b));
   }
 }
 
@@ -134,7 +141,7 @@ TEST(SamplerTest, TopKNeverLeavesTheKBest) {
     EXPECT_EQ(AsSet(s.Filtered(l.data(), false).ids), best);
     for (int draw = 0; draw < 300; ++draw) {
       std::vector<float> copy = l;
-      EXPECT_TRUE(best.count(s.Sample(copy.data(), {}))) << "k=" << k;
+      EXPECT_TRUE(best.count(Draw(s, copy.data(), draw))) << "k=" << k;
     }
   }
 }
@@ -224,7 +231,7 @@ TEST(SamplerTest, XtcRemovesAllButTheLeastLikelyAboveThreshold) {
   // Sampling with a coin that always fires never yields a removed token.
   for (int i = 0; i < 500; ++i) {
     std::vector<float> copy = l;
-    EXPECT_TRUE(expected.count(s.Sample(copy.data(), {})));
+    EXPECT_TRUE(expected.count(Draw(s, copy.data(), i)));
   }
 }
 
@@ -309,21 +316,73 @@ TEST(SamplerTest, SeededRunsRepeatAndSeedsDiffer) {
     std::vector<int> tokens;
     for (uint32_t step = 0; step < 100; ++step) {
       std::vector<float> l = RandomLogits(4000, step, 0.5f);
-      tokens.push_back(s.Sample(l.data(), tokens));
+      tokens.push_back(Draw(s, l.data(), step, tokens));
     }
     return tokens;
   };
   EXPECT_EQ(run(123), run(123));
   EXPECT_NE(run(123), run(124));
-  // Unseeded samplers draw from random_device: two of them disagree.
-  SamplingParams p;
-  Sampler a(p, 4000), b(p, 4000);
-  int same = 0;
-  for (uint32_t step = 0; step < 50; ++step) {
-    std::vector<float> l1 = RandomLogits(4000, step, 0.1f), l2 = l1;
-    same += a.Sample(l1.data(), {}) == b.Sample(l2.data(), {});
+}
+
+TEST(SamplerTest, DrawsAreTheDocumentedCounterBasedFunction) {
+  // SplitMix64's published first outputs for state 0 (each call adds the
+  // golden gamma first): 0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4.
+  EXPECT_EQ(SplitMix64(0), 0xE220A8397B1DCDAFull);
+  EXPECT_EQ(SplitMix64(0x9E3779B97F4A7C15ull), 0x6E789E6AA1B965F4ull);
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 100; ++i) {
+    const uint64_t seed = rng(), step = rng() % 1000, draw = i % 2;
+    const uint64_t bits = SplitMix64(SplitMix64(SplitMix64(seed) ^ step) ^ draw);
+    EXPECT_EQ(SampleBits(seed, step, draw), bits);
+    EXPECT_EQ(SampleUniform(seed, step, draw), static_cast<double>(bits >> 11) / 9007199254740992.0);
+    EXPECT_GE(SampleUniform(seed, step, draw), 0.0);
+    EXPECT_LT(SampleUniform(seed, step, draw), 1.0);
   }
-  EXPECT_LT(same, 10);
+}
+
+TEST(SamplerTest, SameSeedAndStepGiveTheSameTokenWhateverCameBefore) {
+  // No state carries between calls: a fresh sampler at step 37 and one that
+  // has already drawn 100 tokens agree token for token on the same inputs.
+  std::mt19937 rng(31);
+  for (int trial = 0; trial < 50; ++trial) {
+    SamplingParams p = Seeded(1000 + trial);
+    p.temperature = 0.5f + (rng() % 100) / 50.0f;
+    p.top_p = trial % 3 ? 0.9f : 1.0f;
+    p.xtc_probability = trial % 4 == 0 ? 0.5f : 0.0f;
+    const std::vector<float> l = RandomLogits(700, 600 + trial, 1.0f);
+    Sampler fresh(p, 700), used(p, 700);
+    for (int i = 0; i < 100; ++i) {
+      std::vector<float> other = RandomLogits(700, 9000 + i, 2.0f);
+      Draw(used, other.data(), i);
+    }
+    const uint64_t step = 37 + trial;
+    std::vector<float> a = l, b = l;
+    EXPECT_EQ(Draw(fresh, a.data(), step), Draw(used, b.data(), step)) << "trial " << trial;
+  }
+}
+
+TEST(SamplerTest, StepsAndSeedsDrawDifferentTokensInDistribution) {
+  // Over steps 0..N-1 of one seed (same logits every step), the tokens follow
+  // softmax(l / T): steps are independent draws, not one repeated draw.
+  const std::vector<float> l = {0.3f, -0.2f, 1.1f, 0.0f, 0.8f, -1.0f};
+  SamplingParams p = Seeded(77);
+  p.temperature = 0.9f;
+  Sampler s(p, 6);
+  const std::vector<double> probs = Softmax(l, p.temperature);
+  std::map<int, double> expected;
+  for (int i = 0; i < 6; ++i) expected[i] = probs[i];
+  ExpectFrequencies(s, l, expected, 60000);
+  // Across seeds at one step: also the same distribution.
+  std::map<int, int> counts;
+  const int n = 60000;
+  for (int seed = 0; seed < n; ++seed) {
+    std::vector<float> copy = l;
+    ++counts[s.Sample(copy.data(), {}, static_cast<uint64_t>(seed), 5)];
+  }
+  for (int i = 0; i < 6; ++i) {
+    const double mean = n * probs[i], sigma = std::sqrt(n * probs[i] * (1 - probs[i]));
+    EXPECT_LE(std::abs(counts[i] - mean), 5 * sigma + 1) << "token " << i;
+  }
 }
 
 TEST(SamplerTest, RepetitionPenaltyMovesExactlyWindowTokens) {
@@ -375,7 +434,7 @@ TEST(SamplerTest, LogitBiasAndPenaltiesAreVisibleInLogitsAndChoice) {
   Sampler s(p, 10);
   std::vector<float> l = RandomLogits(10, 3);
   std::vector<float> copy = l;
-  EXPECT_EQ(s.Sample(copy.data(), {}), 3);
+  EXPECT_EQ(Draw(s, copy.data(), 0), 3);
   EXPECT_EQ(copy[3], l[3] + 100.0f);
   EXPECT_EQ(copy[0], l[0] - 5.0f);
   EXPECT_EQ(copy[1], l[1]);
@@ -385,7 +444,7 @@ TEST(SamplerTest, LogitBiasAndPenaltiesAreVisibleInLogitsAndChoice) {
   Sampler t(ban, 2);
   for (int i = 0; i < 200; ++i) {
     std::vector<float> two = {5.0f, 0.0f};
-    EXPECT_EQ(t.Sample(two.data(), {}), 1);
+    EXPECT_EQ(Draw(t, two.data(), i), 1);
   }
 }
 
@@ -407,7 +466,7 @@ TEST(SamplerTest, LogProbsAreTheLogSoftmaxAfterBiasAndPenalties) {
     std::vector<double> probs = Softmax(adjusted);
     LogProbs out;
     std::vector<float> copy = l;
-    const int t = s.Sample(copy.data(), context, &out);
+    const int t = Draw(s, copy.data(), seed, context, &out);
     EXPECT_EQ(out.token, t);
     EXPECT_NEAR(out.logprob, std::log(probs[t]), 1e-4);
     std::vector<int> order = Order(adjusted);
@@ -424,15 +483,15 @@ TEST(SamplerTest, NonFiniteLogitsNeverWin) {
   Sampler s(p, 6);
   for (int i = 0; i < 200; ++i) {
     std::vector<float> l = {NAN, 0.0f, -INFINITY, 0.5f, NAN, -1.0f};
-    const int t = s.Sample(l.data(), {});
+    const int t = Draw(s, l.data(), i);
     EXPECT_TRUE(t == 1 || t == 3 || t == 5) << t;
   }
   std::vector<float> all_bad = {NAN, -INFINITY, NAN};
   LogProbs out;
   Sampler g(p, 3);
-  EXPECT_EQ(g.Sample(all_bad.data(), {}, &out), 0);
+  EXPECT_EQ(Draw(g, all_bad.data(), 0, {}, &out), 0);
   std::vector<float> pos_inf = {0.0f, INFINITY, 1.0f};
-  EXPECT_EQ(g.Sample(pos_inf.data(), {}), 1);
+  EXPECT_EQ(Draw(g, pos_inf.data(), 1), 1);
 }
 
 TEST(SamplerTest, ExtremeValuesStayInRange) {
@@ -452,7 +511,7 @@ TEST(SamplerTest, ExtremeValuesStayInRange) {
         Sampler s(p, static_cast<int>(base.size()));
         std::vector<float> l = base;
         LogProbs out;
-        const int tok = s.Sample(l.data(), {}, &out);
+        const int tok = Draw(s, l.data(), variant, {}, &out);
         ASSERT_GE(tok, 0);
         ASSERT_LT(tok, static_cast<int>(base.size()));
         EXPECT_FALSE(std::isnan(out.logprob));
@@ -476,7 +535,7 @@ TEST(SamplerTest, FullVocabularyTopP) {
   EXPECT_EQ(AsSet(s.Filtered(l.data(), false).ids), expected);
   for (int i = 0; i < 5; ++i) {
     std::vector<float> copy = l;
-    EXPECT_TRUE(expected.count(s.Sample(copy.data(), {})));
+    EXPECT_TRUE(expected.count(Draw(s, copy.data(), i)));
   }
 }
 
@@ -512,7 +571,7 @@ TEST(SamplerTest, Validation) {
   Sampler s(wild, 10);
   std::vector<float> l = RandomLogits(10, 1);
   LogProbs out;
-  const int t = s.Sample(l.data(), std::vector<int>{-1, 99999}, &out);
+  const int t = Draw(s, l.data(), 0, std::vector<int>{-1, 99999}, &out);
   EXPECT_GE(t, 0);
   EXPECT_LT(t, 10);
   EXPECT_EQ(out.top.size(), 10u);

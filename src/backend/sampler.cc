@@ -1,4 +1,4 @@
-#include "engine/sampler.h"
+#include "backend/sampler.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -6,6 +6,9 @@
 #include <limits>
 #include <string>
 
+// Vector exp and argmax from the CPU backend's header-only SIMD layer (no
+// link dependency on it): the reference must be fast enough to serve as the
+// CPU backend's SampleRows over a 262k vocabulary.
 #include "backend/cpu/simd.h"
 #include "backend/cpu/vec_math.h"
 #include "io/config.h"
@@ -212,12 +215,6 @@ double LogSumExp(const float* logits, int n) {
 }
 
 Sampler::Sampler(const SamplingParams& params, int vocab_size) : params_(params), vocab_size_(vocab_size) {
-  if (params_.seed) {
-    rng_.seed(*params_.seed);
-  } else {
-    std::random_device device;
-    rng_.seed((static_cast<uint64_t>(device()) << 32) ^ device());
-  }
   // Out-of-range values degrade to the nearest meaningful setting; callers
   // that take user input reject them first (ValidateSamplingParams).
   if (!(params_.temperature > 0)) params_.temperature = 0;
@@ -229,8 +226,6 @@ Sampler::Sampler(const SamplingParams& params, int vocab_size) : params_(params)
   if (!(params_.repetition_penalty > 0)) params_.repetition_penalty = 1;
   params_.top_logprobs = std::clamp(params_.top_logprobs, 0, vocab_size_);
 }
-
-double Sampler::Uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
 void Sampler::CutTopP(const float* logits, float max, const float* probs, double inv_sum) {
   // Histogram selection instead of a sort: bucket b holds logits in the b-th
@@ -361,7 +356,8 @@ Candidates Sampler::Filtered(const float* logits, bool xtc_fires) {
   return c;
 }
 
-int Sampler::Sample(float* logits, std::span<const int> context_tokens, LogProbs* out) {
+int Sampler::Sample(float* logits, std::span<const int> context_tokens, uint64_t seed, uint64_t step,
+                    LogProbs* out) {
   const int n = vocab_size_;
   ApplyLogitBias(params_.logit_bias, logits, n);
   ApplyPenalties(params_, context_tokens, logits, n);
@@ -376,7 +372,8 @@ int Sampler::Sample(float* logits, std::span<const int> context_tokens, LogProbs
   const bool finite = max > kNegInf;
   // A temperature so small that 1 / T overflows is greedy in all but name.
   const bool greedy = params_.temperature <= 0 || !finite || !std::isfinite(1.0f / params_.temperature);
-  const bool xtc_fires = !greedy && params_.xtc_probability > 0 && Uniform() < params_.xtc_probability;
+  const bool xtc_fires =
+      !greedy && params_.xtc_probability > 0 && SampleUniform(seed, step, kDrawXtc) < params_.xtc_probability;
   const bool filtered =
       params_.top_p < 1.0f || params_.min_p > 0 || (params_.top_k > 0 && params_.top_k < n) || xtc_fires;
 
@@ -409,7 +406,7 @@ int Sampler::Sample(float* logits, std::span<const int> context_tokens, LogProbs
     if (kept != nullptr) {
       double total = 0;
       for (int id : *kept) total += w[id];
-      const double target = Uniform() * total;
+      const double target = SampleUniform(seed, step, kDrawCategorical) * total;
       double acc = 0;
       token = kept->back();
       for (int id : *kept) {
@@ -423,7 +420,7 @@ int Sampler::Sample(float* logits, std::span<const int> context_tokens, LogProbs
       // Banned ids must weigh exactly 0 (the vector exp gives them ~1e-38).
       double total = 0;
       for (int i = 0; i < n; ++i) total += banned > 0 && logits[i] == kNegInf ? 0.0 : w[i];
-      const double target = Uniform() * total;
+      const double target = SampleUniform(seed, step, kDrawCategorical) * total;
       double acc = 0;
       token = best;
       for (int i = 0; i < n; ++i) {
