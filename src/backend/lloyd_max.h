@@ -18,12 +18,11 @@ struct LloydMaxCodebook {
 
   int levels() const { return 1 << bits; }
   // Index of the cell holding y: the number of boundaries strictly below y.
+  // A branch-free binary search (the comparisons are data-dependent coin
+  // flips, so branches would mispredict half the time).
   int Bucket(float y) const {
-    int lo = 0, hi = levels() - 1;  // answer in [lo, hi]
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (boundaries[mid] < y) lo = mid + 1; else hi = mid;
-    }
+    int lo = 0;
+    for (int step = levels() / 2; step >= 1; step /= 2) lo += boundaries[lo + step - 1] < y ? step : 0;
     return lo;
   }
 };

@@ -287,9 +287,15 @@ TEST(LloydMax, BucketFindsTheNearestCentroid) {
   std::normal_distribution<float> d(0.0f, 1.5f);
   for (int bits : {2, 3, 4, 5, 8}) {
     const LloydMaxCodebook& book = *FindLloydMaxCodebook(bits);
+    // A value on a boundary belongs to the cell below it.
+    for (int j = 0; j + 1 < book.levels(); ++j) ASSERT_EQ(book.Bucket(book.boundaries[j]), j) << bits;
     for (int t = 0; t < 2000; ++t) {
       const float y = d(rng);
       const int k = book.Bucket(y);
+      // The number of boundaries strictly below y, counted one by one.
+      int below = 0;
+      for (int j = 0; j + 1 < book.levels(); ++j) below += book.boundaries[j] < y;
+      ASSERT_EQ(k, below) << bits << " bits, y " << y;
       for (int j = 0; j < book.levels(); ++j)
         ASSERT_LE(std::fabs(y - book.centroids[k]), std::fabs(y - book.centroids[j]) + 1e-6f) << bits;
     }
