@@ -120,16 +120,17 @@ TEST(KvPoolDelayed, ConvertsAtTheSameTokenWhateverTheChunking) {
       auto pool = MakePool(config, "turbo:k4v3@" + std::to_string(delay), *backend, Capacity(60));
       ASSERT_NE(pool, nullptr);
       KvSeq seq = pool->NewSequence();
-      EXPECT_EQ(pool->max_append_tokens(seq), kNoLimit);  // never limits an empty sequence
-      const int64_t first = 1 + static_cast<int64_t>(rng() % 40);
-      const int64_t expected = std::max(first, delay);
-      int64_t want = first;
+      // The change lands at exactly `delay` tokens: even an empty sequence's
+      // first chunk is cut there.
+      EXPECT_EQ(pool->max_append_tokens(seq), delay);
+      const int64_t expected = delay;
+      int64_t want = 1 + static_cast<int64_t>(rng() % 40);
       while (seq.length() < 120) {
         const int64_t before = seq.length();
-        if (before > 0 && before < delay) {
+        if (before < delay) {
           EXPECT_EQ(pool->max_append_tokens(seq), delay - before);
         }
-        if (before >= delay && before > 0 && pool->converted_at(seq, KvGroup::kFull) < 0) {
+        if (before >= delay && pool->converted_at(seq, KvGroup::kFull) < 0) {
           EXPECT_EQ(pool->max_append_tokens(seq), 0) << "due";
         }
         auto n = SchedulerStep(*pool, seq, want);
