@@ -12,9 +12,10 @@ namespace g4 {
 
 // ---- File sizes, checked before a byte is read.
 
-// config.json, generation_config.json, tokenizer_config.json. Real configs are
-// 2-80 KB (an MLX config with per-module quantization overrides is the largest).
-inline constexpr uint64_t kMaxConfigBytes = uint64_t{4} << 20;
+// config.json, generation_config.json, tokenizer_config.json. Real files are
+// 2 KB-1.2 MB (Gemma's tokenizer_config.json, with 6k added_tokens_decoder
+// entries, is the largest).
+inline constexpr uint64_t kMaxConfigBytes = uint64_t{16} << 20;
 // tokenizer.json. Gemma 4's is 16 MB (262,144 vocab entries, 514,906 merges).
 inline constexpr uint64_t kMaxTokenizerBytes = uint64_t{64} << 20;
 // The JSON header of one .safetensors file. A 100k-tensor checkpoint needs
@@ -42,10 +43,10 @@ inline constexpr uint64_t kMaxJsonValues = uint64_t{1} << 21;
 
 // ---- Tokenizer.
 
-// Normalizer Replace rules may grow text (a rule replacing "a" with 10 bytes
-// grows it ten-fold, eight chained rules 10^8-fold). The normalized text may
-// be at most this many times the input, plus kNormalizeSlackBytes.
+// Normalizer (and decoder) Replace rules may grow text: a rule replacing "a"
+// with 10 bytes grows it ten-fold, eight chained rules 10^8-fold. A pipeline
+// whose worst case exceeds this factor is refused at load, so normalized
+// text is at most this many times the input. Gemma's grows " " to "▁" (3x).
 inline constexpr size_t kMaxNormalizeGrowth = 8;
-inline constexpr size_t kNormalizeSlackBytes = 4096;
 
 }  // namespace g4

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "tokenizer/chat_format_internal.h"
 
 namespace g4 {
@@ -115,8 +116,8 @@ Status CheckJson(const Json& v, const std::string& what, int depth) {
 // Parses `text` as a JSON object; "" is an empty object.
 StatusOr<Json> ParseObject(const std::string& text, const std::string& what) {
   if (chat_internal::Trim(text).empty()) return Json::object();
-  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgument("[chat] " + what + ": not valid JSON");
+  // Bounded (depth, size, duplicate keys): this text comes from requests.
+  G4_ASSIGN_OR_RETURN(Json j, ParseJsonBounded<Json>(text, "chat", what));
   if (!j.is_object()) return InvalidArgument("[chat] " + what + ": must be a JSON object, got " + j.type_name());
   G4_RETURN_IF_ERROR(CheckJson(j, what, 0));
   return j;
