@@ -179,8 +179,10 @@ void FormatParameters(const Json& properties, bool filter_keys, std::string* out
   bool found_first = false;
   for (const auto& [key, value_ptr] : DictSort(properties)) {
     const Json& value = *value_ptr;
+    // (clang 14 cannot capture a structured binding in a lambda.)
+    const std::string& name = key;
     if (filter_keys && std::any_of(std::begin(kStandardKeys), std::end(kStandardKeys),
-                                   [&](const char* k) { return key == k; })) {
+                                   [&](const char* k) { return name == k; })) {
       continue;
     }
     if (found_first) *out += ',';
