@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -79,6 +80,7 @@ AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& o) noexcept
     : path_(std::move(o.path_)),
       temp_path_(std::move(o.temp_path_)),
       fd_(std::move(o.fd_)),
+      size_(o.size_),
       target_existed_(o.target_existed_) {
   o.temp_path_.clear();
 }
@@ -89,6 +91,7 @@ AtomicFileWriter& AtomicFileWriter::operator=(AtomicFileWriter&& o) noexcept {
     path_ = std::move(o.path_);
     temp_path_ = std::move(o.temp_path_);
     fd_ = std::move(o.fd_);
+    size_ = o.size_;
     target_existed_ = o.target_existed_;
     o.temp_path_.clear();
   }
@@ -104,10 +107,39 @@ void AtomicFileWriter::Abandon() {
 }
 
 Status AtomicFileWriter::Write(const void* data, size_t size) {
+  G4_RETURN_IF_ERROR(WriteAt(size_, data, size));
+  size_ += size;
+  return Status::Ok();
+}
+
+Status AtomicFileWriter::PadTo(uint64_t align) {
+  if (align == 0) return Status::Ok();
+  static const char kZeros[4096] = {};
+  uint64_t pad = (align - size_ % align) % align;
+  while (pad > 0) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(pad, sizeof(kZeros)));
+    G4_RETURN_IF_ERROR(Write(kZeros, n));
+    pad -= n;
+  }
+  return Status::Ok();
+}
+
+Status AtomicFileWriter::WriteAt(uint64_t offset, const void* data, size_t size) {
   if (!fd_.valid()) return Internal(path_ + ": write after commit");
-  Status s = WriteAllToFd(fd_.get(), data, size, temp_path_);
-  if (!s.ok()) Abandon();
-  return s;
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (size > 0) {
+    const ssize_t n = ::pwrite(fd_.get(), p, size, static_cast<off_t>(offset));
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      Status s = IoError(temp_path_ + ": write: " + (n < 0 ? std::strerror(errno) : "no progress"));
+      Abandon();
+      return s;
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return Status::Ok();
 }
 
 Status AtomicFileWriter::Commit() {

@@ -49,6 +49,13 @@ class AtomicFileWriter {
 
   // Appends `size` bytes (retrying short writes and EINTR).
   Status Write(const void* data, size_t size);
+  // Appends zeros up to the next multiple of `align` bytes.
+  Status PadTo(uint64_t align);
+  // Overwrites bytes already written (e.g. a header patched at the end);
+  // does not move the append position.
+  Status WriteAt(uint64_t offset, const void* data, size_t size);
+  // Bytes appended so far.
+  uint64_t size() const { return size_; }
   // fsync, close, re-check the target, rename over it, fsync the directory.
   // The writer is finished afterwards whatever the outcome.
   Status Commit();
@@ -63,6 +70,7 @@ class AtomicFileWriter {
   std::string path_;
   std::string temp_path_;
   UniqueFd fd_;
+  uint64_t size_ = 0;
   bool target_existed_ = false;
 };
 

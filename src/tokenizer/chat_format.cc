@@ -4,6 +4,7 @@
 #include "tokenizer/chat_format.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 
 #include "core/json.h"
 #include "tokenizer/chat_format_internal.h"
+#include "tokenizer/utf8.h"
 
 namespace g4 {
 namespace {
@@ -94,6 +96,18 @@ Status CheckBare(const std::string& what, std::string_view value, bool is_name) 
     return InvalidArgument("[chat] " + what + " \"" + std::string(value) + "\": contains whitespace");
   }
   return Status::Ok();
+}
+
+// Text must be valid UTF-8 before it is rendered: the tokenizer would refuse
+// it anyway, but with an offset into the whole rendered prompt, which names
+// neither the message nor the place in it.
+Status CheckUtf8(const std::string& what, std::string_view text) {
+  const size_t bad = utf8::FindInvalid(text);
+  if (bad == utf8::kValid) return Status::Ok();
+  char byte[8];
+  std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<uint8_t>(text[bad]));
+  return InvalidArgument("[chat] " + what + " is not valid UTF-8: byte " + byte + " at offset " +
+                         std::to_string(bad) + " of " + std::to_string(text.size()));
 }
 
 // Rejects nesting deeper than our recursive printers accept and keys that
@@ -354,6 +368,8 @@ StatusOr<std::string> RenderChat(const std::vector<ChatMessage>& messages, const
       return InvalidArgument("[chat] " + Where(i) + ": unknown role \"" + m.role +
                              "\" (expected system, developer, user, assistant, model or tool)");
     }
+    G4_RETURN_IF_ERROR(CheckUtf8(Where(i) + ".content", m.content));
+    G4_RETURN_IF_ERROR(CheckUtf8(Where(i) + ".reasoning", m.reasoning));
     if ((roles[i] == "system" || roles[i] == "developer") && i != 0) {
       return InvalidArgument("[chat] " + Where(i) + ": a " + roles[i] + " message must be the first message");
     }
@@ -381,6 +397,7 @@ StatusOr<std::string> RenderChat(const std::vector<ChatMessage>& messages, const
   for (size_t t = 0; t < options.tools.size(); ++t) {
     const std::string what = "tools[" + std::to_string(t) + "]";
     G4_RETURN_IF_ERROR(CheckBare(what + ".name", options.tools[t].name, true));
+    G4_RETURN_IF_ERROR(CheckUtf8(what + ".description", options.tools[t].description));
     G4_ASSIGN_OR_RETURN(Json params, ParseObject(options.tools[t].parameters_json, what + ".parameters"));
     tool_params.push_back(std::move(params));
   }

@@ -120,11 +120,15 @@ TEST(WritePolicy, StreamingWriterCommitsOrCleansUp) {
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     ASSERT_TRUE(w->Write("ab", 2).ok());
     ASSERT_TRUE(w->Write("cd", 2).ok());
+    ASSERT_TRUE(w->PadTo(8).ok());
+    EXPECT_EQ(w->size(), 8u);
+    ASSERT_TRUE(w->WriteAt(1, "X", 1).ok());  // patch in place, append position kept
+    ASSERT_TRUE(w->Write("e", 1).ok());
     EXPECT_FALSE(fs::exists(dir + "/a.bin"));  // nothing visible before Commit
     ASSERT_TRUE(w->Commit().ok());
     EXPECT_FALSE(w->Write("e", 1).ok());
   }
-  EXPECT_EQ(ReadAll(dir + "/a.bin"), "abcd");
+  EXPECT_EQ(ReadAll(dir + "/a.bin"), std::string("aXcd\0\0\0\0e", 9));
   {
     auto w = AtomicFileWriter::Create(dir + "/b.bin");
     ASSERT_TRUE(w.ok());

@@ -12,6 +12,7 @@
 #include "core/limits.h"
 #include "gemma_tokenizer.h"
 #include "synthetic_tokenizer.h"
+#include "tokenizer/chat_format.h"
 #include "tokenizer/tokenizer.h"
 
 namespace g4 {
@@ -171,6 +172,28 @@ TEST(TokenizerHostile, TokenizerConfigIsBoundedJson) {
   ASSERT_EQ(::symlink(testing::GemmaTokenizerPath().c_str(), (dir + "/tokenizer.json").c_str()), 0);
   WriteFile(dir + "/tokenizer_config.json", "{\"bos_token\": " + std::string(100000, '['));
   ExpectError(Tokenizer::Load(dir).status(), StatusCode::kCorrupt, {"tokenizer_config.json", "kMaxJsonDepth"});
+}
+
+TEST(TokenizerHostile, NonUtf8ChatContentNamesMessageAndOffset) {
+  // The offset is into the message, not into the rendered template.
+  std::vector<ChatMessage> msgs(2);
+  msgs[0].role = "system";
+  msgs[0].content = "Be brief.";
+  msgs[1].role = "user";
+  msgs[1].content = "abc\xff";
+  auto r = RenderChat(msgs, ChatOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("[chat] messages[1].content is not valid UTF-8: byte 0xFF at offset 3 of 4"),
+            std::string::npos)
+      << r.status().message();
+  ChatOptions tools;
+  tools.tools = {{"t", "desc\xc3", ""}};
+  msgs[1].content = "fine";
+  auto t = RenderChat(msgs, tools);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("tools[0].description is not valid UTF-8"), std::string::npos)
+      << t.status().message();
 }
 
 }  // namespace
