@@ -92,11 +92,23 @@ TensorEdit PoisonOne(const std::string& name, int64_t index, bool inf = false) {
   };
 }
 
-TEST(WeightsHostile, CleanCopiesLoad) {
-  for (const char* model : {"tiny-e", "tiny-e-q4", "tiny-moe-q4"}) {
-    auto w = LoadWeights(CopyModel(model, nullptr));
+TEST(WeightsHostile, RealCheckpointsPassTheGuard) {
+  for (const char* model : {"tiny-dense", "tiny-e", "tiny-e2", "tiny-moe", "tiny-e-q4", "tiny-moe-q4"}) {
+    auto w = LoadWeights(testing::TestDataPath(std::string("models/") + model));
     ASSERT_TRUE(w.ok()) << model << ": " << w.status().ToString();
     EXPECT_EQ((*w)->lm_head.rows, 0) << "tied models have no separate head";
+  }
+  // The bundled demo model (scripts/run.sh).
+  // Like tests/engine/demo_model_test.cc: models/demo sits in the source tree.
+  const std::string demo_dir = std::string(__FILE__).substr(0, std::string(__FILE__).rfind('/')) + "/../../models/demo";
+  auto demo = LoadWeights(demo_dir);
+  ASSERT_TRUE(demo.ok()) << demo.status().ToString();
+}
+
+TEST(WeightsHostile, CleanCopiesLoad) {
+  for (const char* model : {"tiny-e", "tiny-e-q4"}) {
+    auto w = LoadWeights(CopyModel(model, nullptr));
+    ASSERT_TRUE(w.ok()) << model << ": " << w.status().ToString();
   }
 }
 
