@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "core/json.h"
 #include "core/limits.h"
 #include "gemma_tokenizer.h"
 #include "synthetic_tokenizer.h"
@@ -194,6 +195,36 @@ TEST(TokenizerHostile, NonUtf8ChatContentNamesMessageAndOffset) {
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("tools[0].description is not valid UTF-8"), std::string::npos)
       << t.status().message();
+}
+
+TEST(TokenizerHostile, ManyToolCallMarkersWithoutBraces) {
+  // Each marker used to search the rest of the text for '{': quadratic.
+  std::string text;
+  for (int i = 0; i < 100000; ++i) text += "<|tool_call>call:f ";
+  ParsedToolCalls p = ParseToolCalls(text);
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_TRUE(p.text == text);  // unparsed markers stay as they were
+  // A call after them still parses.
+  p = ParseToolCalls(text + "<|tool_call>call:g{a:1}<tool_call|>");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].name, "g");
+  EXPECT_EQ(p.calls[0].arguments_json, "{\"a\":1}");
+}
+
+TEST(TokenizerHostile, ToolCallWithManyKeysParses) {
+  // ordered_json's linear key lookup made this quadratic.
+  std::string call = "<|tool_call>call:f{";
+  for (int i = 0; i < 100000; ++i) call += (i ? ",k" : "k") + std::to_string(i) + ":1";
+  call += ",k7:2}<tool_call|>";  // a repeated key: first place, last value
+  ParsedToolCalls p = ParseToolCalls(call);
+  ASSERT_EQ(p.calls.size(), 1u);
+  // (Not ordered_json::parse: it is quadratic in the key count itself.)
+  auto parsed = ParseJsonBounded<nlohmann::ordered_json>(p.calls[0].arguments_json, "test", "");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const nlohmann::ordered_json& args = *parsed;
+  EXPECT_EQ(args.size(), 100000u);
+  EXPECT_EQ(args["k7"], 2);
+  EXPECT_EQ(std::next(args.begin(), 7).key(), "k7");
 }
 
 }  // namespace
