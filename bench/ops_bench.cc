@@ -15,6 +15,8 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
+#include "backend/kv_record.h"
 #include "backend/ops.h"
 #include "io/weight_matrix.h"
 
@@ -97,8 +99,13 @@ void BM_ReadSum(benchmark::State& state) {
 }
 BENCHMARK(BM_ReadSum)->Name("Memory/read_1GiB/threads")->Arg(1)->Arg(2)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
 
+Ops& CpuOps() {
+  static std::unique_ptr<Backend> backend = MakeCpuBackend();
+  return backend->ops();
+}
+
 void BM_DecodeMatMul(benchmark::State& state, Kind kind, bool cold, int64_t m_rows) {
-  auto ops = MakeCpuOps();
+  Ops& ops = CpuOps();
   const size_t bytes = MakeWeights(kind, 0).StoredBytes();
   const size_t copies = cold ? kPoolBytes / bytes : 1;
   std::vector<WeightMatrix> views;
@@ -109,7 +116,8 @@ void BM_DecodeMatMul(benchmark::State& state, Kind kind, bool cold, int64_t m_ro
   for (float& v : x) v = d(rng);
   size_t i = 0;
   for (auto _ : state) {
-    ops->MatMul(x.data(), m_rows, views[i++ % copies], y.data());
+    ops.MatMul(TensorView::F32(x.data(), m_rows, kCols, MemorySpace::kHost), views[i++ % copies],
+               TensorView::F32(y.data(), m_rows, kRows, MemorySpace::kHost));
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * bytes);
@@ -134,14 +142,15 @@ BENCHMARK_CAPTURE(BM_DecodeMatMul, q4g64_m16, Kind::kQ4, true, 16)->UseRealTime(
 
 void BM_PrefillMatMul(benchmark::State& state, Kind kind) {
   constexpr int64_t kM = 512;
-  auto ops = MakeCpuOps();
+  Ops& ops = CpuOps();
   const WeightMatrix w = MakeWeights(kind, 0);
   std::mt19937 rng(2);
   std::uniform_real_distribution<float> d(-1, 1);
   std::vector<float> x(kM * kCols), y(kM * kRows);
   for (float& v : x) v = d(rng);
   for (auto _ : state) {
-    ops->MatMul(x.data(), kM, w, y.data());
+    ops.MatMul(TensorView::F32(x.data(), kM, kCols, MemorySpace::kHost), w,
+               TensorView::F32(y.data(), kM, kRows, MemorySpace::kHost));
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["GFLOP/s"] =
@@ -152,66 +161,104 @@ BENCHMARK_CAPTURE(BM_PrefillMatMul, bf16, Kind::kBF16)->UseRealTime()->MeasurePr
 BENCHMARK_CAPTURE(BM_PrefillMatMul, q4g64, Kind::kQ4)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_PrefillMatMul, q8g64, Kind::kQ8)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
 
+// One sequence of `keys` tokens in a paged store (consecutive blocks of 16)
+// in codec `spec`, and `queries` rows at its last positions.
 struct AttentionData {
-  std::vector<float> q, k, v, out;
-  std::vector<int32_t> q_pos, k_pos;
-  AttentionArgs args;
+  KvRecordFormat format;
+  std::vector<uint8_t> records;
+  std::vector<float> q, out;
+  std::vector<int32_t> table, positions, row_seq, query_start, kv_len;
+  PagedAttentionArgs args;
 };
 
-std::unique_ptr<AttentionData> MakeAttention(int64_t queries, int64_t keys, int heads, int kv_heads, int dim) {
+std::unique_ptr<AttentionData> MakeAttention(const KvCodecSpec& spec, int64_t queries, int64_t keys, int heads,
+                                             int kv_heads, int dim) {
+  constexpr int kBlock = 16;
   auto a = std::make_unique<AttentionData>();
+  a->format = KvRecordFormat::Make(spec, kv_heads, dim).value();
+  const int64_t blocks = (keys + kBlock - 1) / kBlock;
+  a->records.resize((blocks + 1) * kBlock * a->format.record_bytes);
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> k(kBlock * a->format.width()), v(k.size());
+  for (int64_t b = 1; b <= blocks; ++b) {
+    for (float& x : k) x = d(rng);
+    for (float& x : v) x = d(rng);
+    EncodeKvRecords(a->format, k.data(), v.data(), kBlock, a->records.data() + b * kBlock * a->format.record_bytes);
+    a->table.push_back(static_cast<int32_t>(b));
+  }
   a->q.resize(queries * heads * dim);
-  a->k.resize(keys * kv_heads * dim);
-  a->v.resize(keys * kv_heads * dim);
-  a->out.resize(queries * heads * dim);
-  for (auto* vec : {&a->q, &a->k, &a->v})
-    for (float& x : *vec) x = d(rng);
-  for (int64_t j = 0; j < keys; ++j) a->k_pos.push_back(static_cast<int32_t>(j));
-  for (int64_t i = 0; i < queries; ++i) a->q_pos.push_back(static_cast<int32_t>(keys - queries + i));
-  AttentionArgs& g = a->args;
-  g.q = a->q.data();
-  g.q_pos = a->q_pos.data();
-  g.num_queries = queries;
+  for (float& x : a->q) x = d(rng);
+  a->out.resize(a->q.size());
+  for (int64_t i = 0; i < queries; ++i) {
+    a->positions.push_back(static_cast<int32_t>(keys - queries + i));
+    a->row_seq.push_back(0);
+  }
+  a->query_start = {0, static_cast<int32_t>(queries)};
+  a->kv_len = {static_cast<int32_t>(keys)};
+  PagedAttentionArgs& g = a->args;
+  g.rows.num_rows = queries;
+  g.rows.num_seqs = 1;
+  g.rows.positions = a->positions.data();
+  g.rows.row_seq = a->row_seq.data();
+  g.rows.query_start = a->query_start.data();
+  g.rows.kv_len = a->kv_len.data();
+  g.rows.max_query_rows = queries;
+  g.rows.max_kv_len = keys;
+  g.kv.store[0].format = a->format;
+  g.kv.store[0].records = a->records.data();
+  g.kv.store[0].num_blocks = blocks + 1;
+  if (a->format.rotates_values()) {
+    g.kv.store[0].value_centroids = TurboValueCentroids(spec.value_bits);
+    g.kv.store[0].value_signs = TurboValueSigns(dim);
+  }
+  g.kv.tables.block_table = a->table.data();
+  g.kv.tables.table_stride = blocks;
+  g.kv.block_size = kBlock;
+  g.q = TensorView::F32(a->q.data(), queries, heads * dim, MemorySpace::kHost);
+  g.out = TensorView::F32(a->out.data(), queries, heads * dim, MemorySpace::kHost);
   g.num_heads = heads;
   g.num_kv_heads = kv_heads;
   g.head_dim = dim;
-  g.k = a->k.data();
-  g.v = a->v.data();
-  g.k_pos = a->k_pos.data();
-  g.num_keys = keys;
-  g.kv_stride = static_cast<int64_t>(kv_heads) * dim;
   g.scale = 1.0f / 16;
-  g.out = a->out.data();
   return a;
 }
 
+KvCodecSpec Codec(int64_t i) {
+  switch (i) {
+    case 0: return KvCodecSpec::Plain();
+    case 1: return KvCodecSpec::Plain(DType::kBF16);
+    case 2: return KvCodecSpec::Affine(8, 64);
+    default: return KvCodecSpec::Turbo(8, 3);
+  }
+}
+
+// Arg 0: codec (0 plain f32, 1 plain bf16, 2 affine:8, 3 turbo:k8v3); arg 1: keys.
 void BM_AttentionDecode(benchmark::State& state) {
-  const int kv_heads = static_cast<int>(state.range(0));
-  auto ops = MakeCpuOps();
-  auto a = MakeAttention(1, 4096, 8, kv_heads, 256);
+  Ops& ops = CpuOps();
+  auto a = MakeAttention(Codec(state.range(0)), 1, state.range(1), 8, 2, 256);
   for (auto _ : state) {
-    ops->Attention(a->args);
+    ops.PagedAttention(a->args);
     benchmark::DoNotOptimize(a->out.data());
   }
-  state.SetBytesProcessed(state.iterations() * (a->k.size() + a->v.size()) * sizeof(float));
+  state.SetBytesProcessed(state.iterations() * state.range(1) * a->format.record_bytes);
 }
-BENCHMARK(BM_AttentionDecode)->Name("AttentionDecode/8h_256d_4096keys/kv_heads")->Arg(1)->Arg(2)->Arg(8)
-    ->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecode)->Name("AttentionDecode/8h_2kvh_256d/codec/keys")
+    ->ArgsProduct({{0, 1, 2, 3}, {4096, 32768}})->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
 
 void BM_AttentionPrefill(benchmark::State& state) {
-  auto ops = MakeCpuOps();
-  auto a = MakeAttention(512, 512, 8, 2, 256);
+  Ops& ops = CpuOps();
+  auto a = MakeAttention(Codec(state.range(0)), 512, 512, 8, 2, 256);
   for (auto _ : state) {
-    ops->Attention(a->args);
+    ops.PagedAttention(a->args);
     benchmark::DoNotOptimize(a->out.data());
   }
   // Causal: about half of the 512 x 512 score matrix, QK and PV, 8 heads.
   state.counters["GFLOP/s"] = benchmark::Counter(
       4.0 * 256 * 8 * (512.0 * 513 / 2) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_AttentionPrefill)->Name("AttentionPrefill/8h_256d_512tokens")->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AttentionPrefill)->Name("AttentionPrefill/8h_2kvh_256d_512tokens/codec")->Arg(0)->Arg(1)
+    ->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace g4

@@ -1,8 +1,8 @@
-// Byte formats shared by the KV codecs (src/kv, which write them) and the
-// attention kernels (src/backend/<device>/kv_attention_*, which read them):
+// Byte formats shared by the KV codecs (backend/kv_*_codec, which write
+// them) and the paged-KV kernels (src/backend/<device>/, which read them):
 // LSB-first bit packing and the Walsh-Hadamard value rotation. Header-only
-// so both layers use one definition; the layout of whole records is
-// described by the attention argument structs in backend/ops.h.
+// so host and device code use one definition; the layout of whole records
+// is in backend/kv_record.h.
 #pragma once
 
 #include <cmath>

@@ -1,130 +1,195 @@
-// Ops: the one interface the Gemma 4 graph is written against. A backend
-// (CPU now, CUDA later) implements every op; the model never includes a
-// backend header. Activations are float32 row-major buffers in the backend's
-// memory; weights are WeightMatrix views (dense or affine-packed).
+// Ops: everything the Gemma 4 graph computes with, over one step's rows
+// (tokens of several sequences, grouped by sequence; step.h). Every op is
+// pure virtual: a backend implements all of them, so a device backend can
+// never fall back to host code by omission.
 //
-// Threading: an Ops object is used by one thread at a time; implementations
-// parallelize internally.
+// Conventions:
+//  - Activations are F32 TensorViews in the backend's memory space; ids,
+//    positions and tables are int32 device arrays. Views may be strided
+//    (tensor.h) unless an op says otherwise.
+//  - An output may alias an input only where the op says so.
+//  - Weights are WeightMatrix views placed by Backend::PlaceWeights; weight
+//    vectors (norms, scales) are device pointers from the same placement.
+//  - Row independence (the batching contract): every output row is a
+//    function of its own input row (and, for attention, its own sequence's
+//    keys) computed in one fixed order, whatever the number of rows, their
+//    order or their neighbours. A sequence's result is therefore bitwise the
+//    same alone or in any step; tests/backend checks it for every op.
+//
+// Threading: called by the one thread that drives the backend.
 #pragma once
 
 #include <cstdint>
-#include <memory>
+#include <span>
 
+#include "backend/kv_record.h"
+#include "backend/step.h"
+#include "backend/tensor.h"
 #include "io/weight_matrix.h"
 
 namespace g4 {
 
-// Scaled dot-product attention over one sequence with GQA, scale and masks
-// given by positions: query i (at position q_pos[i]) sees key j iff
-// k_pos[j] <= q_pos[i] and (window == 0 || k_pos[j] > q_pos[i] - window).
-// Keys may be stored in any order (rings). Query head h reads KV head
-// h / (num_heads / num_kv_heads).
-struct AttentionArgs {
-  const float* q = nullptr;        // [num_queries, num_heads, head_dim]
-  const int32_t* q_pos = nullptr;  // [num_queries]
-  int64_t num_queries = 0;
+// One layer's KV in one block store: `num_blocks` blocks of `block_size`
+// records (kv_record.h), block b's slot i at records + (b * block_size + i)
+// * format.record_bytes. Block 0 is never handed to a sequence (padding rows
+// may point at it).
+struct PagedKvStore {
+  KvRecordFormat format;
+  uint8_t* records = nullptr;
+  int64_t num_blocks = 0;
+  const float* value_centroids = nullptr;  // turbo: [2^value_bits], device
+  const float* value_signs = nullptr;      // turbo: [head_dim], device
+};
+
+// Where each sequence of the step keeps one layer's K/V. Token p of
+// sequence s lives in block tables.block_table[s * table_stride + p /
+// block_size], slot p % block_size, of store[seq_store[s]] (a sequence
+// waiting for a delayed precision change lives in store 0, plain; once
+// converted, in store 1). Blocks wholly outside a sliding window may be -1.
+struct PagedKv {
+  PagedKvStore store[2];
+  KvStepTables tables;
+  int block_size = 0;
+};
+
+// Scaled dot-product attention of every row over its own sequence's keys,
+// GQA (query head h reads KV head h / (num_heads / num_kv_heads)): row r at
+// position p of sequence s sees keys 0..p of s, or only those > p - window
+// when window > 0. The keys of this step must already be written
+// (KvWrite). Output in the original value domain (a rotating codec's
+// inverse rotation is applied once per output row, not per key).
+//
+// Order: each (row, head) reduces over its visible keys in ascending
+// position with online softmax, split into fixed ranges of visible keys
+// merged by log-sum-exp in range order; tiles and ranges depend only on the
+// row's visible-key count, never on the step. The result is bitwise the
+// same for a row whatever else runs, and chunked prefill equals decode.
+struct PagedAttentionArgs {
+  StepRows rows;
+  PagedKv kv;
+  TensorView q;    // [T, num_heads * head_dim]
+  TensorView out;  // [T, num_heads * head_dim]; may not alias q
   int num_heads = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
-  const float* k = nullptr;        // key j, head h at k + j * kv_stride + h * head_dim
-  const float* v = nullptr;        // same layout as k
-  const int32_t* k_pos = nullptr;  // [num_keys]
-  int64_t num_keys = 0;
-  int64_t kv_stride = 0;           // floats between consecutive keys (>= num_kv_heads * head_dim)
-  int window = 0;                  // 0 = causal only
+  int window = 0;  // 0 = causal only
   float scale = 1.0f;
-  float* out = nullptr;            // [num_queries, num_heads, head_dim]
 };
 
-// K/V kept by a KV cache as fixed-size per-token records (docs/kv-cache.md):
-// key j's record starts at records + j * record_bytes and pos[j] is its
-// absolute position (masks as in AttentionArgs). Records hold all KV heads;
-// each plane below is [width] codes or [width / group] fp16 numbers, with
-// head h's elements at [h * head_dim, (h + 1) * head_dim).
-//
-// Keys are visited in the order first, first + 1, ..., wrapping at num_keys
-// (a ring passes its oldest slot, so the order is chronological), and the
-// kernels reduce over the *visible* keys only, in that order: the result
-// depends on which keys a query sees, never on masked neighbours or on where
-// a layout keeps them, so a ring and an unbounded cache give bit-identical
-// attention.
-struct EncodedKv {
-  const uint8_t* records = nullptr;
-  int64_t record_bytes = 0;
-  const int32_t* pos = nullptr;
-  int64_t num_keys = 0;
-  int64_t first = 0;
+// The routed experts of a MoE block for every row:
+//   out[t] = sum over j in ascending expert order of
+//            weights[t, j] * down_e(gelu_tanh(gate_e(x[t])) * up_e(x[t])),
+//   e = ids[t, j], accumulated into a zeroed row in that order, one fused
+//   multiply-add per term and element: out = fma(weights[t, j], y_e, out)
+//   (equal expert ids in a row: ascending j).
+struct MoeExpertsArgs {
+  TensorView x;        // [T, H]
+  TensorView ids;      // I32 [T, k]
+  TensorView weights;  // F32 [T, k]
+  std::span<const WeightMatrix> gate, up, down;  // [E] each: [Ie, H], [Ie, H], [H, Ie]
+  TensorView out;      // [T, H]; may not alias x
+  TensorView workspace;  // U8 [1, MoeWorkspaceBytes(T, k, H, Ie)]
+};
+size_t MoeWorkspaceBytes(int64_t rows, int top_k, int64_t hidden, int64_t expert_width);
+
+// Sampling parameters of one row (the reference chain: backend/sampler.h).
+// Plain data so a device can read an array of them. Index ranges point into
+// the arrays of SampleArgs.
+struct SampleRowParams {
+  float temperature = 1.0f;  // 0 = greedy
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float xtc_probability = 0.0f;
+  float xtc_threshold = 0.1f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t top_k = 0;
+  int32_t repetition_context = 20;  // penalty windows over the row's history; 0 = all of it
+  int32_t presence_context = 20;
+  int32_t frequency_context = 20;
+  int32_t bias_begin = 0, bias_count = 0;      // logit_bias entries
+  int32_t exempt_begin = 0, exempt_count = 0;  // XTC-exempt ids
+  int32_t history_begin = 0, history_count = 0;  // context tokens, oldest first
+  uint64_t seed = 0;
+  uint64_t step = 0;  // tokens this sequence has sampled before: random draws depend on (seed, step) only
 };
 
-// kv:plain: float32 K and V rows at byte offsets k and v of a record.
-struct PlainKvFormat {
-  int64_t k = 0;
-  int64_t v = 0;
-};
-
-// kv:affine: codes of `bits` bits packed LSB-first (backend/kv_formats.h), an
-// fp16 scale and bias per group of group_size along head_dim: x = s q + b.
-struct AffineKvFormat {
-  int bits = 4;
-  int group_size = 64;
-  int64_t k_codes = 0, k_scales = 0, k_biases = 0;  // byte offsets in a record
-  int64_t v_codes = 0, v_scales = 0, v_biases = 0;
-};
-
-// kv:turbo, groups of 32 along head_dim. Keys: int8 indices (key_bits 8) or
-// unsigned indices packed LSB-first, with fp16 scale s and zero z:
-// k = (i + z) s. Values: Lloyd-Max indices packed LSB-first with an fp16 RMS
-// r: v_rot = value_centroids[i] r, in the rotated domain (see UnrotateValues).
-struct TurboKvFormat {
-  int key_bits = 8;
-  int value_bits = 3;
-  int64_t k_index = 0, k_scales = 0, k_zeros = 0;  // byte offsets in a record
-  int64_t v_index = 0, v_scales = 0;
-  const float* value_centroids = nullptr;  // [2^value_bits]
+struct SampleArgs {
+  TensorView logits;  // [R, V]; steps 1-4 of the chain are applied in place
+  const SampleRowParams* params = nullptr;  // [R], device
+  const int32_t* bias_ids = nullptr;        // device arrays indexed by the ranges above
+  const float* bias_values = nullptr;
+  const int32_t* exempt_ids = nullptr;
+  const int32_t* history = nullptr;
+  TensorView out_ids;  // I32 [R, 1]
+  // Optional (top_logprobs >= 0 and both set): per row the chosen token's
+  // log-probability then the top_logprobs best (ids descending, ties lower id
+  // first), full-vocabulary log-softmax after steps 1-4. Columns beyond the
+  // vocabulary size hold id -1 and -inf.
+  int top_logprobs = -1;
+  TensorView logprob_ids;     // I32 [R, 1 + top_logprobs]
+  TensorView logprob_values;  // F32 [R, 1 + top_logprobs]
 };
 
 class Ops {
  public:
   virtual ~Ops() = default;
 
-  // y[m, n] = sum_k x[m, k] * W[n, k]     x: [m_rows, W.cols], y: [m_rows, W.rows]
-  virtual void MatMul(const float* x, int64_t m_rows, const WeightMatrix& w, float* y) = 0;
-  // out[i, :] = table[ids[i], :] * scale       out: [n, table.cols]
-  virtual void Embed(const WeightMatrix& table, const int32_t* ids, int64_t n, float scale,
-                     float* out) = 0;
-  // Per row of width d: y = x * (mean(x^2) + eps)^-1/2 * weight (weight null:
-  // unscaled). y may alias x.
-  virtual void RmsNorm(const float* x, int64_t rows, int64_t d, const float* weight, float eps,
-                       float* y) = 0;
-  // Rotate-half RoPE in place on x [tokens, heads, head_dim]: for slot i <
-  // head_dim/2 with angle pos * inv_freq[i], pairs (i, i + head_dim/2) rotate.
-  virtual void Rope(float* x, int64_t tokens, int heads, int head_dim, const int32_t* positions,
+  // y[m, n] = sum_k x[m, k] W[n, k]: x [M, W.cols], y [M, W.rows], any M.
+  // Row-invariant (kernels' canonical order): row m of y depends only on
+  // row m of x.
+  virtual void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y) = 0;
+  // out[i, :] = table[ids[i], :] * scale. ids: int32 [out.rows], in range.
+  virtual void Embed(const WeightMatrix& table, const int32_t* ids, float scale, const TensorView& out) = 0;
+  // Per row: y = x (mean(x^2) + eps)^-1/2 * weight (weight null: unscaled;
+  // else [x.cols], device). y may alias x.
+  virtual void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorView& y) = 0;
+  // Rotate-half RoPE in place on x [T, heads * head_dim]: row t at
+  // positions[t], pair (i, i + head_dim / 2) rotated by positions[t] *
+  // inv_freq[i] (inv_freq [head_dim / 2], device; zero entries leave a pair
+  // unrotated).
+  virtual void Rope(const TensorView& x, int heads, int head_dim, const int32_t* positions,
                     const float* inv_freq) = 0;
-  virtual void Attention(const AttentionArgs& args) = 0;
-  // out[i] = gelu_tanh(g[i]) * u[i]; out may alias g or u.
-  virtual void GeluMul(const float* g, const float* u, int64_t n, float* out) = 0;
-  // y[i] = a[i] + b[i]; y may alias a or b.
-  virtual void Add(const float* a, const float* b, int64_t n, float* y) = 0;
-  // x[i] *= s
-  virtual void Scale(float* x, int64_t n, float s) = 0;
-  // x[i] = cap * tanh(x[i] / cap)
-  virtual void Softcap(float* x, int64_t n, float cap) = 0;
+  // out = gelu_tanh(g) * u, elementwise; out may alias g or u.
+  virtual void GeluMul(const TensorView& g, const TensorView& u, const TensorView& out) = 0;
+  // y = a + b; y may alias a or b.
+  virtual void Add(const TensorView& a, const TensorView& b, const TensorView& y) = 0;
+  // x *= s, in place.
+  virtual void Scale(const TensorView& x, float s) = 0;
+  // y[i, j] = x[i, j] * col[j] * s (col [x.cols], device); y may alias x.
+  virtual void ScaleColumns(const TensorView& x, const float* col, float s, const TensorView& y) = 0;
+  // x = cap * tanh(x / cap), in place.
+  virtual void Softcap(const TensorView& x, float cap) = 0;
+  // dst = src (same shape and dtype; no overlap).
+  virtual void Copy(const TensorView& src, const TensorView& dst) = 0;
+  // dst[i, :] = src[rows[i], :] for i < dst.rows (rows: int32, device).
+  virtual void GatherRows(const TensorView& src, const int32_t* rows, const TensorView& dst) = 0;
 
-  // Attention over a KV cache's records (EncodedKv), computed on the stored
-  // representation (packed codes are never expanded to a float cache). The
-  // query side of `args` (q, q_pos, num_queries, heads, head_dim, window,
-  // scale, out) is used; its k, v, k_pos, num_keys and kv_stride are
-  // ignored. Not pure: the defaults are the host kernels
-  // (backend/cpu/kv_attention_*.cc), which a device backend overrides.
-  virtual void AttentionPlainKv(const AttentionArgs& args, const EncodedKv& kv, const PlainKvFormat& f);
-  virtual void AttentionAffineKv(const AttentionArgs& args, const EncodedKv& kv, const AffineKvFormat& f);
-  // As above; the output is left in the rotated value domain.
-  virtual void AttentionTurboKv(const AttentionArgs& args, const EncodedKv& kv, const TurboKvFormat& f);
-  // Undoes TurboQuant's value rotation on rows of head_dim floats, in place:
-  // x <- signs . (H x) / sqrt(head_dim), H the Walsh-Hadamard matrix.
-  virtual void UnrotateValues(float* x, int64_t rows, int head_dim, const float* signs);
+  // MoE routing per row (gemma4-architecture.md 3.5): softmax over the E
+  // logits, the top_k largest (ties: lower index), renormalized over those,
+  // times per_expert_scale[e] (device, [E]). ids I32 [T, k] by descending
+  // probability; weights F32 [T, k].
+  virtual void MoeRoute(const TensorView& logits, int top_k, const float* per_expert_scale,
+                        const TensorView& ids, const TensorView& weights) = 0;
+  virtual void MoeExperts(const MoeExpertsArgs& args) = 0;
+
+  // Encodes row t's K and V (k, v: [T, num_kv_heads * head_dim]) into its
+  // sequence's slot for position positions[t] (PagedKv), in the format of
+  // the sequence's store. Never touches other slots.
+  virtual void KvWrite(const StepRows& rows, const PagedKv& kv, const TensorView& k, const TensorView& v) = 0;
+  virtual void PagedAttention(const PagedAttentionArgs& args) = 0;
+  // Re-encodes whole blocks between stores of one layer (a delayed
+  // precision change): block to_blocks[i] of `to` <- the first tokens[i]
+  // records of block from_blocks[i] of `from`, decoded and encoded again.
+  // Block ids are host arrays.
+  virtual void KvRecodeBlocks(const PagedKvStore& from, const PagedKvStore& to, int block_size,
+                              std::span<const int32_t> from_blocks, std::span<const int32_t> to_blocks,
+                              std::span<const int32_t> tokens) = 0;
+
+  // The sampling chain on every row of args.logits (backend/sampler.h is
+  // the reference it must match token for token).
+  virtual void SampleRows(const SampleArgs& args) = 0;
 };
-
-std::unique_ptr<Ops> MakeCpuOps();
 
 }  // namespace g4

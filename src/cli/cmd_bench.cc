@@ -14,10 +14,11 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "backend/ops.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
-#include "model/gemma4_model.h"
+#include "cli/engine_flags.h"
+#include "engine/backend_factory.h"
+#include "engine/engine.h"
 
 namespace g4::cli {
 namespace {
@@ -30,30 +31,46 @@ struct BenchOptions {
   std::string model_dir;
   int prompt = 512;
   int gen = 64;
-  int64_t chunk = 512;
+  int batch = 1;
   int copy_mib = 1024;
   bool json = false;
+  EngineFlags engine;
 };
 
 struct BenchResult {
+  std::string backend;
   double load_s = 0, prefill_s = 0, decode_s = 0;
   size_t weight_bytes_per_token = 0, kv_bytes_per_token = 0, checkpoint_bytes = 0, peak_rss = 0;
   double copy_gb_s = 0;  // 0 when not measured
 };
 
 // K and V bytes one decode step reads at `context` cached tokens: every
-// layer reads its cache's retained keys; a KV-shared layer reads its donor's
-// again (bytes read, not stored). Plain caches hold float32.
-size_t KvBytesPerToken(const Gemma4Config& c, int64_t context) {
+// layer reads the records of the keys it sees (a sliding layer its window);
+// a KV-shared layer reads its donor's again (bytes read, not stored).
+size_t KvBytesPerToken(const Gemma4Config& c, const KvScheme& scheme, int64_t context) {
   size_t total = 0;
   for (const LayerGeometry& own : c.layers) {
     const LayerGeometry& g = own.kv_shared && own.donor >= 0 ? c.layers[own.donor] : own;
-    const int64_t retained =
-        g.type == AttentionType::kSliding ? std::min<int64_t>(c.sliding_window, context) : context;
-    total += static_cast<size_t>(retained) * 2 * g.num_kv_heads * g.head_dim * sizeof(float);
+    const bool sliding = g.type == AttentionType::kSliding;
+    const int64_t retained = sliding ? std::min<int64_t>(c.sliding_window, context) : context;
+    const LayerKvSpec& spec = sliding ? scheme.sliding : scheme.full;
+    auto format = KvRecordFormat::Make(spec.codec, g.num_kv_heads, g.head_dim);
+    const int64_t record = format.ok() ? format->record_bytes : 0;
+    total += static_cast<size_t>(retained) * record;
   }
   return total;
 }
+
+// Collects a sequence's KV at the end of its prefill.
+class KeepSink final : public SequenceSink {
+ public:
+  void OnFinish(FinishReason, KvSeq seq, const Status& status) override {
+    seq_ = std::move(seq);
+    status_ = status;
+  }
+  KvSeq seq_;
+  Status status_;
+};
 
 // Best-of-3 parallel memcpy of `bytes`, counting read + write traffic.
 StatusOr<double> CopyBandwidthGbps(size_t bytes) {
@@ -80,39 +97,62 @@ StatusOr<double> CopyBandwidthGbps(size_t bytes) {
 StatusOr<BenchResult> RunBenchImpl(const BenchOptions& o) {
   if (o.prompt < 1) return InvalidArgument("--prompt must be at least 1");
   if (o.gen < 1) return InvalidArgument("--gen must be at least 1");
+  if (o.batch < 1) return InvalidArgument("--batch must be at least 1");
   BenchResult r;
-  auto ops = MakeCpuOps();
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(o.engine.backend));
+  r.backend = backend->Describe();
   auto t0 = Clock::now();
-  G4_ASSIGN_OR_RETURN(std::unique_ptr<Gemma4Model> model, Gemma4Model::Load(o.model_dir, ops.get()));
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<Gemma4Model> model, Gemma4Model::Load(o.model_dir, *backend));
   r.load_s = Seconds(t0);
   const Gemma4Config& c = model->config();
   const int64_t V = model->vocab_size();
+  EngineOptions eo = ToEngineOptions(o.engine);
+  eo.max_seqs = o.batch;
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*model, eo));
+  Scheduler& sched = engine->scheduler();
 
-  // A fixed pseudo-random prompt: speed does not depend on which ids.
+  // Fixed pseudo-random prompts: speed does not depend on which ids.
   std::mt19937_64 rng(20240601);
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V - 1));
-  std::vector<int32_t> prompt(o.prompt);
-  for (int32_t& id : prompt) id = pick(rng);
-
-  auto kv = SequenceKv::MakePlain(c);
-  std::vector<float> logits(V);
+  std::vector<KeepSink> prefill(o.batch);
   t0 = Clock::now();
-  G4_RETURN_IF_ERROR(model->ForwardChunked(prompt.data(), o.prompt, o.chunk, *kv, logits.data(), false));
+  for (int b = 0; b < o.batch; ++b) {
+    SequenceRequest req;
+    req.prompt.resize(o.prompt);
+    for (int32_t& id : req.prompt) id = pick(rng);
+    req.sink = &prefill[b];
+    G4_ASSIGN_OR_RETURN(RequestId id, sched.Submit(std::move(req)));
+    (void)id;
+  }
+  G4_RETURN_IF_ERROR(sched.RunUntilIdle());
   r.prefill_s = Seconds(t0);
 
-  t0 = Clock::now();
-  for (int step = 0; step < o.gen; ++step) {
-    int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    G4_RETURN_IF_ERROR(model->Forward(&next, 1, *kv, logits.data(), false));
+  // Decode: every sequence continues from its prompt, greedy, `gen` tokens,
+  // all rows in every step.
+  std::vector<KeepSink> decode(o.batch);
+  for (int b = 0; b < o.batch; ++b) {
+    G4_RETURN_IF_ERROR(prefill[b].status_);
+    SequenceRequest req;
+    req.seq = std::move(prefill[b].seq_);
+    req.prompt = {pick(rng)};
+    req.max_new_tokens = o.gen;  // gen steps: the first runs the prompt token, the last sample is not run
+    req.sampling.temperature = 0;
+    req.sink = &decode[b];
+    G4_ASSIGN_OR_RETURN(RequestId id, sched.Submit(std::move(req)));
+    (void)id;
   }
+  t0 = Clock::now();
+  G4_RETURN_IF_ERROR(sched.RunUntilIdle());
   r.decode_s = Seconds(t0);
-  for (float v : logits)
-    if (!std::isfinite(v)) return Internal("[bench] non-finite logits after decoding");
+  for (const KeepSink& k : decode) G4_RETURN_IF_ERROR(k.status_);
 
   r.weight_bytes_per_token = model->weights().DecodeBytesPerToken(c);
-  r.kv_bytes_per_token = KvBytesPerToken(c, o.prompt + o.gen / 2);
+  r.kv_bytes_per_token = KvBytesPerToken(c, engine->pool().scheme(), o.prompt + o.gen / 2);
   r.checkpoint_bytes = model->weights().checkpoint().total_file_bytes();
   r.peak_rss = PeakRssBytes();  // before the copy test's buffers
+  prefill.clear();  // the sequences go back to the pool before it goes
+  decode.clear();
+  engine.reset();
   model.reset();
   if (o.copy_mib > 0) {
     G4_ASSIGN_OR_RETURN(r.copy_gb_s, CopyBandwidthGbps(static_cast<size_t>(o.copy_mib) << 20));
@@ -121,18 +161,26 @@ StatusOr<BenchResult> RunBenchImpl(const BenchOptions& o) {
 }
 
 void Print(const BenchOptions& o, const BenchResult& r) {
-  const double prefill_tps = o.prompt / r.prefill_s, decode_tps = o.gen / r.decode_s;
-  const double bytes_per_token = static_cast<double>(r.weight_bytes_per_token + r.kv_bytes_per_token);
-  const double decode_gbps = bytes_per_token * decode_tps / 1e9;
+  // Decode: the batch's rows, gen tokens each (one step per token).
+  const double prefill_tps = static_cast<double>(o.prompt) * o.batch / r.prefill_s;
+  const double row_tps = o.gen / r.decode_s, decode_tps = row_tps * o.batch;
+  // A step reads the weights once for all rows and each row's KV.
+  const double step_bytes = static_cast<double>(r.weight_bytes_per_token) +
+                            static_cast<double>(r.kv_bytes_per_token) * o.batch;
+  const double decode_gbps = step_bytes * row_tps / 1e9;
   if (o.json) {
     nlohmann::ordered_json j;
     j["model"] = o.model_dir;
+    j["backend"] = r.backend;
+    j["kv"] = o.engine.kv;
     j["threads"] = omp_get_max_threads();
+    j["batch"] = o.batch;
     j["prompt_tokens"] = o.prompt;
     j["gen_tokens"] = o.gen;
     j["load_s"] = r.load_s;
     j["prefill_tok_s"] = prefill_tps;
     j["decode_tok_s"] = decode_tps;
+    j["decode_tok_s_per_row"] = row_tps;
     j["ttft_ms"] = r.prefill_s * 1e3;
     j["weight_bytes_per_token"] = r.weight_bytes_per_token;
     j["kv_bytes_per_token"] = r.kv_bytes_per_token;
@@ -146,13 +194,14 @@ void Print(const BenchOptions& o, const BenchResult& r) {
     std::printf("%s\n", j.dump().c_str());
     return;
   }
-  std::printf("model            %s (%.2f GB checkpoint, %d threads)\n", o.model_dir.c_str(),
-              r.checkpoint_bytes / 1e9, omp_get_max_threads());
+  std::printf("model            %s (%.2f GB checkpoint), kv %s, batch %d\n", o.model_dir.c_str(),
+              r.checkpoint_bytes / 1e9, o.engine.kv.c_str(), o.batch);
+  std::printf("backend          %s\n", r.backend.c_str());
   std::printf("load             %.2f s\n", r.load_s);
-  std::printf("prefill          %d tokens in %.2f s: %.1f tok/s (time to first token %.0f ms)\n", o.prompt,
-              r.prefill_s, prefill_tps, r.prefill_s * 1e3);
-  std::printf("decode           %d tokens in %.2f s: %.2f tok/s (%.1f ms/token)\n", o.gen, r.decode_s, decode_tps,
-              r.decode_s * 1e3 / o.gen);
+  std::printf("prefill          %d x %d tokens in %.2f s: %.1f tok/s\n", o.batch, o.prompt, r.prefill_s,
+              prefill_tps);
+  std::printf("decode           %d x %d tokens in %.2f s: %.2f tok/s aggregate, %.2f tok/s per row (%.1f ms/step)\n",
+              o.batch, o.gen, r.decode_s, decode_tps, row_tps, r.decode_s * 1e3 / o.gen);
   std::printf("bytes/token      weights %.1f MB + KV %.1f MB (at context %d)\n", r.weight_bytes_per_token / 1e6,
               r.kv_bytes_per_token / 1e6, o.prompt + o.gen / 2);
   std::printf("decode traffic   %.2f GB/s", decode_gbps);
@@ -169,7 +218,8 @@ int RunBench(int argc, char** argv) {
   app.add_option("--model", o.model_dir, "checkpoint directory (config.json + safetensors)")->required();
   app.add_option("--prompt", o.prompt, "prompt tokens (pseudo-random ids)")->capture_default_str();
   app.add_option("--gen", o.gen, "greedy decode steps")->capture_default_str();
-  app.add_option("--chunk", o.chunk, "prefill chunk size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--batch", o.batch, "sequences decoding together")->check(CLI::Range(1, 4096))->capture_default_str();
+  AddEngineFlags(app, o.engine, "plain:bf16");
   app.add_option("--memcpy-mib", o.copy_mib, "size of the memcpy bandwidth test (0 skips it)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

@@ -13,6 +13,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "cli/sampling_flags.h"
 #include "engine/generator.h"
 #include "tokenizer/chat_format.h"
@@ -46,6 +47,7 @@ struct ChatFlags {
   std::string model_dir, system;
   bool think = false;
   SamplingFlags sampling;
+  EngineFlags engine;
 };
 
 void PrintHelp() {
@@ -57,14 +59,17 @@ void PrintHelp() {
 }
 
 Status ChatLoop(const ChatFlags& f) {
-  G4_ASSIGN_OR_RETURN(std::unique_ptr<ModelBundle> bundle, LoadModelBundle(f.model_dir));
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<ModelBundle> bundle, LoadModelBundle(f.model_dir, f.engine.backend));
+  EngineFlags ef = f.engine;
+  ef.max_seqs = 1;
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*bundle->model, ToEngineOptions(ef)));
   struct sigaction sa {};
   sa.sa_handler = OnSigint;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: a blocked read returns EINTR
   sigaction(SIGINT, &sa, nullptr);
 
-  Generator gen(*bundle);
+  Generator gen(*engine, *bundle->tokenizer);
   GenerateOptions options;
   options.sampling = ResolveSampling(f.sampling, *bundle);
   options.max_tokens = f.sampling.max_tokens;
@@ -164,6 +169,7 @@ int RunChat(int argc, char** argv) {
   app.add_option("--system", f.system, "system prompt");
   app.add_flag("--think", f.think, "start with thinking on");
   AddSamplingFlags(app, f.sampling);
+  AddEngineFlags(app, f.engine, "plain:bf16");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -18,19 +18,20 @@
 #include <cstdio>
 #include <random>
 
-#include "backend/ops.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "engine/backend_factory.h"
+#include "engine/engine.h"
+#include "engine/logit_stats.h"
 #include "engine/synth_checkpoint.h"
 #include "io/config.h"
 #include "kv/kv_scheme.h"
-#include "model/gemma4_model.h"
 
 namespace g4::cli {
 namespace {
 
 struct KvEvalOptions {
-  std::string model_dir, preset, prompt_text;
+  std::string model_dir, preset, prompt_text, backend = "auto";
   int64_t context = 32768;
   std::vector<std::string> modes;
   int tokens = 64;
@@ -47,27 +48,31 @@ struct ModeResult {
   size_t allocated = 0;
 };
 
-// Mean KL(P || Q) and top-1 agreement over rows of logits.
-void Compare(const std::vector<float>& p_rows, const std::vector<float>& q_rows, int64_t V, ModeResult* r) {
-  const int64_t rows = static_cast<int64_t>(p_rows.size()) / V;
-  double kl = 0;
-  int64_t agree = 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    const float* p = &p_rows[i * V];
-    const float* q = &q_rows[i * V];
-    const double pm = *std::max_element(p, p + V), qm = *std::max_element(q, q + V);
-    double ps = 0, qs = 0;
-    for (int64_t j = 0; j < V; ++j) ps += std::exp(p[j] - pm), qs += std::exp(q[j] - qm);
-    const double plse = pm + std::log(ps), qlse = qm + std::log(qs);
-    for (int64_t j = 0; j < V; ++j) {
-      const double lp = p[j] - plse;
-      kl += std::exp(lp) * (lp - (q[j] - qlse));
-    }
-    agree += (std::max_element(p, p + V) - p) == (std::max_element(q, q + V) - q);
+// Logits rows from index `first` on, the sampled tokens, and the KV back.
+class EvalSink final : public SequenceSink {
+ public:
+  EvalSink(int64_t first, int64_t vocab) : first_(first), vocab_(vocab) {}
+  void OnLogits(int64_t index, std::span<const float> logits) override {
+    const size_t at = static_cast<size_t>((index - first_) * vocab_);
+    if (rows_.size() < at + vocab_) rows_.resize(at + vocab_);
+    std::copy(logits.begin(), logits.end(), rows_.begin() + at);
   }
-  r->kl = rows ? kl / rows : 0;
-  r->top1 = rows ? static_cast<double>(agree) / rows : 0;
-}
+  bool OnToken(int32_t token, const LogProbs*) override {
+    tokens_.push_back(token);
+    return true;
+  }
+  void OnFinish(FinishReason, KvSeq seq, const Status& status) override {
+    seq_ = std::move(seq);
+    status_ = status;
+  }
+  std::vector<float> rows_;
+  std::vector<int32_t> tokens_;
+  KvSeq seq_;
+  Status status_;
+
+ private:
+  int64_t first_, vocab_;
+};
 
 Status RunKvEvalImpl(const KvEvalOptions& o) {
   if (o.tokens <= 0) return InvalidArgument("--tokens must be positive");
@@ -78,6 +83,7 @@ Status RunKvEvalImpl(const KvEvalOptions& o) {
     G4_ASSIGN_OR_RETURN(KvScheme s, KvScheme::Parse(m));
     schemes.push_back(s);
   }
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(o.backend));
   if (!o.preset.empty()) {
     if (o.context <= 0) return InvalidArgument("--context must be positive");
     G4_ASSIGN_OR_RETURN(std::string text, SynthConfigJson(o.preset, "bf16"));
@@ -85,16 +91,16 @@ Status RunKvEvalImpl(const KvEvalOptions& o) {
     std::printf("preset %s: KV cache at a %lld-token context\n", o.preset.c_str(), static_cast<long long>(o.context));
     std::printf("%-14s %16s %12s  %s\n", "mode", "bytes/token", "total GiB", "scheme");
     for (size_t i = 0; i < schemes.size(); ++i) {
-      G4_ASSIGN_OR_RETURN(std::unique_ptr<SequenceKv> kv, SequenceKv::Make(config, schemes[i]));
-      const double bytes = static_cast<double>(kv->ProjectedBytes(o.context));
+      // An empty pool: its projection needs the formats, not storage.
+      G4_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool, KvPool::Create(config, schemes[i], *backend, KvPoolOptions{}));
+      const double bytes = static_cast<double>(pool->ProjectedBytes(o.context));
       std::printf("%-14s %16.1f %12.3f  %s\n", modes[i].c_str(), bytes / o.context, bytes / (1u << 30),
                   schemes[i].signature().c_str());
     }
     return Status::Ok();
   }
   if (o.model_dir.empty()) return InvalidArgument("give --model DIR (or --preset NAME for bytes only)");
-  auto ops = MakeCpuOps();
-  G4_ASSIGN_OR_RETURN(std::unique_ptr<Gemma4Model> model, Gemma4Model::Load(o.model_dir, ops.get()));
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<Gemma4Model> model, Gemma4Model::Load(o.model_dir, *backend));
   const int64_t V = model->vocab_size();
   std::vector<int32_t> prompt;
   if (!o.prompt_text.empty()) {
@@ -105,31 +111,58 @@ Status RunKvEvalImpl(const KvEvalOptions& o) {
     for (int i = 0; i < o.prompt_len; ++i) prompt.push_back(static_cast<int32_t>(rng() % V));
   }
   if (prompt.empty()) return InvalidArgument("empty prompt");
+  const int64_t L = static_cast<int64_t>(prompt.size());
+  EngineOptions eo;
+  eo.max_step_tokens = o.chunk;
+  eo.max_seqs = 1;
 
-  // Reference: plain caches, greedy continuation.
-  G4_ASSIGN_OR_RETURN(std::unique_ptr<SequenceKv> plain, SequenceKv::Make(model->config(), KvScheme{}));
-  std::vector<float> ref(static_cast<size_t>(o.tokens) * V);
-  std::vector<int32_t> continuation(o.tokens);
-  G4_RETURN_IF_ERROR(model->ForwardChunked(prompt.data(), prompt.size(), o.chunk, *plain, ref.data(), false));
-  for (int t = 0; t < o.tokens; ++t) {
-    const float* row = &ref[static_cast<size_t>(t) * V];
-    continuation[t] = static_cast<int32_t>(std::max_element(row, row + V) - row);
-    if (t + 1 < o.tokens) G4_RETURN_IF_ERROR(model->Forward(&continuation[t], 1, *plain, &ref[(t + 1) * V], false));
+  // Reference: plain f32 caches, the greedy continuation.
+  eo.kv = "plain";
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<Engine> plain, Engine::Create(*model, eo));
+  EvalSink ref(L - 1, V);
+  {
+    SequenceRequest req;
+    req.prompt = prompt;
+    req.max_new_tokens = o.tokens;
+    req.sampling.temperature = 0;
+    req.logits_from = L - 1;
+    req.sink = &ref;
+    G4_ASSIGN_OR_RETURN(RequestId id, plain->scheduler().Submit(std::move(req)));
+    (void)id;
+    G4_RETURN_IF_ERROR(plain->scheduler().RunUntilIdle());
+    G4_RETURN_IF_ERROR(ref.status_);
   }
-
+  // Every mode is fed exactly that continuation, one token per step.
+  const std::vector<int32_t> forced(ref.tokens_.begin(), ref.tokens_.end() - 1);
   std::vector<ModeResult> results;
   for (size_t i = 0; i < schemes.size(); ++i) {
-    G4_ASSIGN_OR_RETURN(std::unique_ptr<SequenceKv> kv, SequenceKv::Make(model->config(), schemes[i]));
-    std::vector<float> rows(ref.size());
-    G4_RETURN_IF_ERROR(model->ForwardChunked(prompt.data(), prompt.size(), o.chunk, *kv, rows.data(), false));
-    for (int t = 0; t + 1 < o.tokens; ++t)
-      G4_RETURN_IF_ERROR(model->Forward(&continuation[t], 1, *kv, &rows[(t + 1) * V], false));
+    eo.kv = modes[i];
+    G4_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*model, eo));
+    EvalSink sink(L - 1, V);
+    SequenceRequest req;
+    req.prompt = prompt;
+    req.forced = forced;
+    req.logits_from = L - 1;
+    req.sink = &sink;
+    G4_ASSIGN_OR_RETURN(RequestId id, engine->scheduler().Submit(std::move(req)));
+    (void)id;
+    G4_RETURN_IF_ERROR(engine->scheduler().RunUntilIdle());
+    G4_RETURN_IF_ERROR(sink.status_);
     ModeResult r;
     r.mode = modes[i];
     r.signature = schemes[i].signature();
-    r.allocated = kv->allocated_bytes();
-    r.bytes_per_token_32k = static_cast<double>(kv->ProjectedBytes(32768)) / 32768;
-    Compare(ref, rows, V, &r);
+    r.allocated = engine->pool().used_bytes();  // the finished sequence still holds its blocks
+    r.bytes_per_token_32k = static_cast<double>(engine->pool().ProjectedBytes(32768)) / 32768;
+    const int64_t rows = o.tokens;
+    double kl = 0;
+    int64_t agree = 0;
+    for (int64_t t = 0; t < rows; ++t) {
+      std::span<const float> p(&ref.rows_[t * V], V), q(&sink.rows_[t * V], V);
+      kl += KlDivergence(p, q);
+      agree += SameTop1(p, q);
+    }
+    r.kl = kl / rows;
+    r.top1 = static_cast<double>(agree) / rows;
     results.push_back(r);
   }
   std::printf("model %s: %zu prompt tokens + %d teacher-forced decode steps\n", o.model_dir.c_str(), prompt.size(),
@@ -159,6 +192,8 @@ int RunKvEval(int argc, char** argv) {
                  "KV mode to evaluate (repeatable; default: plain, affine:8, affine:4, affine:4:32, turbo:k8v3, "
                  "turbo:k4v3); same syntax as g4 logits --kv");
   app.add_option("--chunk", o.chunk, "prefill chunk size")->check(CLI::PositiveNumber);
+  app.add_option("--backend", o.backend, "where to run: cpu, cuda, or auto")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,71 +1,121 @@
-// g4 logits: the parity tool. Runs a prompt (and optionally greedy or
+// g4 logits: the parity tool. Runs prompts (and optionally greedy or
 // teacher-forced decode steps) and writes every logit row to safetensors.
+// Several --ids run together as one batch; each sequence's tensors are
+// suffixed with its index (logits.0, logits.1, ...), except that a single
+// --ids keeps the plain names (logits, greedy_ids, ...).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 
-#include "backend/ops.h"
+#include "backend/cpu/cpu_backend.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "engine/backend_factory.h"
+#include "engine/engine.h"
 #include "io/safetensors.h"
-#include "kv/kv_scheme.h"
-#include "model/gemma4_model.h"
 
 namespace g4::cli {
 namespace {
 
 struct LogitsOptions {
-  std::string model_dir, ids_text, decode_text, out, kv_spec = "plain";
+  std::string model_dir, decode_text, out;
+  std::vector<std::string> ids_texts;
   int greedy = 0;
-  int64_t chunk = 512;
+  EngineFlags engine;
+};
+
+// Collects the logits rows of one request by token index.
+class RowsSink final : public SequenceSink {
+ public:
+  explicit RowsSink(int64_t vocab) : vocab_(vocab) {}
+  void OnLogits(int64_t index, std::span<const float> logits) override {
+    if (static_cast<int64_t>(rows_.size()) < (index + 1) * vocab_) rows_.resize((index + 1) * vocab_);
+    std::copy(logits.begin(), logits.end(), rows_.begin() + index * vocab_);
+  }
+  bool OnToken(int32_t token, const LogProbs*) override {
+    tokens_.push_back(token);
+    return true;
+  }
+  void OnFinish(FinishReason, KvSeq, const Status& status) override { status_ = status; }
+
+  const std::vector<float>& rows() const { return rows_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  const Status& status() const { return status_; }
+
+ private:
+  int64_t vocab_;
+  std::vector<float> rows_;
+  std::vector<int32_t> tokens_;
+  Status status_;
 };
 
 Status RunLogitsImpl(const LogitsOptions& o) {
-  G4_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ParseIdList(o.ids_text));
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string& text : o.ids_texts) {
+    G4_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ParseIdList(text));
+    if (ids.empty()) return InvalidArgument("--ids: empty list");
+    prompts.push_back(std::move(ids));
+  }
   std::vector<int32_t> decode_ids;
   if (!o.decode_text.empty()) {
     G4_ASSIGN_OR_RETURN(decode_ids, ParseIdList(o.decode_text));
   }
   if (o.greedy < 0) return InvalidArgument("--greedy must be >= 0");
-  G4_ASSIGN_OR_RETURN(KvScheme scheme, KvScheme::Parse(o.kv_spec));
-  auto ops = MakeCpuOps();
-  G4_ASSIGN_OR_RETURN(std::unique_ptr<Gemma4Model> model, Gemma4Model::Load(o.model_dir, ops.get()));
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(o.engine.backend));
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<Gemma4Model> model, Gemma4Model::Load(o.model_dir, *backend));
   const int64_t V = model->vocab_size();
-  for (int32_t id : decode_ids)
-    if (id < 0 || id >= V)
-      return InvalidArgument("--decode-ids: token id " + std::to_string(id) + " is outside the vocabulary (size " +
-                             std::to_string(V) + ")");
+  EngineOptions eo = ToEngineOptions(o.engine);
+  eo.max_seqs = static_cast<int>(2 * prompts.size());
+  eo.max_outputs = eo.max_step_tokens;  // every row of a chunk is an output
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*model, eo));
+
+  // Per prompt: one request for the prompt (+ greedy steps), one for the
+  // teacher-forced decode ids.
+  std::vector<std::unique_ptr<RowsSink>> main_sinks, forced_sinks;
+  for (const auto& ids : prompts) {
+    main_sinks.push_back(std::make_unique<RowsSink>(V));
+    SequenceRequest req;
+    req.prompt = ids;
+    req.logits_from = 0;
+    req.max_new_tokens = o.greedy;
+    req.sampling.temperature = 0;  // greedy: argmax, lowest id on ties
+    req.sink = main_sinks.back().get();
+    G4_ASSIGN_OR_RETURN(RequestId id, engine->scheduler().Submit(std::move(req)));
+    (void)id;
+    if (decode_ids.empty()) continue;
+    forced_sinks.push_back(std::make_unique<RowsSink>(V));
+    SequenceRequest forced;
+    forced.prompt = ids;
+    forced.forced = decode_ids;
+    forced.logits_from = static_cast<int64_t>(ids.size());
+    forced.sink = forced_sinks.back().get();
+    G4_ASSIGN_OR_RETURN(RequestId fid, engine->scheduler().Submit(std::move(forced)));
+    (void)fid;
+  }
+  G4_RETURN_IF_ERROR(engine->scheduler().RunUntilIdle());
 
   SafetensorsWriter out;
-  std::vector<float> logits(ids.size() * V);
-  G4_ASSIGN_OR_RETURN(std::unique_ptr<SequenceKv> kv, SequenceKv::Make(model->config(), scheme));
-  out.SetMetadata("kv", scheme.signature());
-  G4_RETURN_IF_ERROR(model->ForwardChunked(ids.data(), ids.size(), o.chunk, *kv, logits.data(), true));
-  out.AddF32("logits", {static_cast<int64_t>(ids.size()), V}, logits.data());
-  out.AddI32("ids", {static_cast<int64_t>(ids.size())}, ids.data());
-
-  if (o.greedy > 0) {
-    // Row 0 is the last prompt position; each step feeds the previous argmax.
-    std::vector<float> rows(o.greedy * V);
-    std::vector<int32_t> chosen(o.greedy);
-    std::copy(logits.end() - V, logits.end(), rows.begin());
-    for (int step = 0; step < o.greedy; ++step) {
-      float* row = &rows[step * V];
-      chosen[step] = static_cast<int32_t>(std::max_element(row, row + V) - row);
-      if (step + 1 < o.greedy) G4_RETURN_IF_ERROR(model->Forward(&chosen[step], 1, *kv, row + V, false));
+  out.SetMetadata("kv", engine->pool().scheme().signature());
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const std::string suffix = prompts.size() == 1 ? "" : "." + std::to_string(p);
+    const RowsSink& m = *main_sinks[p];
+    G4_RETURN_IF_ERROR(m.status());
+    const int64_t L = static_cast<int64_t>(prompts[p].size());
+    out.AddF32("logits" + suffix, {L, V}, m.rows().data());
+    out.AddI32("ids" + suffix, {L}, prompts[p].data());
+    if (o.greedy > 0) {
+      // Row 0 is the last prompt position; each step fed the previous argmax.
+      std::vector<float> rows(m.rows().begin() + (L - 1) * V, m.rows().begin() + (L - 1 + o.greedy) * V);
+      out.AddI32("greedy_ids" + suffix, {o.greedy}, m.tokens().data());
+      out.AddF32("greedy_logits" + suffix, {o.greedy, V}, rows.data());
     }
-    out.AddI32("greedy_ids", {o.greedy}, chosen.data());
-    out.AddF32("greedy_logits", {o.greedy, V}, rows.data());
-  }
-  if (!decode_ids.empty()) {
-    // Teacher forcing from the prompt's cache state.
-    G4_ASSIGN_OR_RETURN(std::unique_ptr<SequenceKv> dkv, SequenceKv::Make(model->config(), scheme));
-    std::vector<float> last(V);
-    G4_RETURN_IF_ERROR(model->ForwardChunked(ids.data(), ids.size(), o.chunk, *dkv, last.data(), false));
-    std::vector<float> rows(decode_ids.size() * V);
-    for (size_t i = 0; i < decode_ids.size(); ++i)
-      G4_RETURN_IF_ERROR(model->Forward(&decode_ids[i], 1, *dkv, &rows[i * V], false));
-    out.AddF32("decode_logits", {static_cast<int64_t>(decode_ids.size()), V}, rows.data());
+    if (!decode_ids.empty()) {
+      const RowsSink& f = *forced_sinks[p];
+      G4_RETURN_IF_ERROR(f.status());
+      const int64_t K = static_cast<int64_t>(decode_ids.size());
+      out.AddF32("decode_logits" + suffix, {K, V}, f.rows().data() + L * V);
+    }
   }
   return out.Write(o.out);
 }
@@ -73,18 +123,17 @@ Status RunLogitsImpl(const LogitsOptions& o) {
 }  // namespace
 
 int RunLogits(int argc, char** argv) {
-  CLI::App app{"Write logits for a prompt (and greedy / teacher-forced decode) to a safetensors file", "g4 logits"};
+  CLI::App app{"Write logits for prompts (and greedy / teacher-forced decode) to a safetensors file", "g4 logits"};
   LogitsOptions o;
   app.add_option("--model", o.model_dir, "checkpoint directory (config.json + safetensors)")->required();
-  app.add_option("--ids", o.ids_text, "prompt token ids, comma separated")->required();
+  app.add_option("--ids", o.ids_texts,
+                 "prompt token ids, comma separated; repeat for several sequences run as one batch "
+                 "(tensors logits.0, logits.1, ...)")
+      ->required();
   app.add_option("--greedy", o.greedy, "greedy steps: writes greedy_ids [N] and greedy_logits [N, V]");
-  app.add_option("--decode-ids", o.decode_text, "ids fed one by one after the prompt: writes decode_logits [K, V]");
-  app.add_option("--chunk", o.chunk, "prefill chunk size")->check(CLI::PositiveNumber);
-  app.add_option("--kv", o.kv_spec,
-                 "KV cache scheme (docs/kv-cache.md): plain, affine:8, affine:4, affine:4:32, turbo:k8v3, "
-                 "turbo:k4v3, ..., each optionally @N (plain until N tokens, then convert), or "
-                 "full=SPEC,sliding=SPEC")
-      ->capture_default_str();
+  app.add_option("--decode-ids", o.decode_text,
+                 "ids fed one by one after each prompt: writes decode_logits [K, V]");
+  AddEngineFlags(app, o.engine, "plain");
   app.add_option("--out", o.out, "output safetensors file")->required();
   try {
     app.parse(argc, argv);

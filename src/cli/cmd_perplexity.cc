@@ -10,6 +10,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "engine/model_bundle.h"
 #include "engine/perplexity.h"
 #include "kv/kv_scheme.h"
@@ -18,20 +19,29 @@ namespace g4::cli {
 namespace {
 
 struct PerplexityCliOptions {
-  std::string model_dir, file, kv_spec = "plain";
-  int64_t ctx = 512, chunk = 512, max_windows = 0;
+  std::string model_dir, file;
+  int64_t ctx = 512, max_windows = 0;
   bool kl = false, no_bos = false, json = false, quiet = false;
+  EngineFlags engine;
 };
 
 Status RunPerplexityImpl(const PerplexityCliOptions& o) {
-  G4_ASSIGN_OR_RETURN(KvScheme scheme, KvScheme::Parse(o.kv_spec));
-  G4_ASSIGN_OR_RETURN(KvScheme plain, KvScheme::Parse("plain"));
+  G4_ASSIGN_OR_RETURN(KvScheme scheme, KvScheme::Parse(o.engine.kv));
   std::ifstream in(o.file, std::ios::binary);
   if (!in) return NotFound("[perplexity] cannot read " + o.file);
   std::stringstream text;
   text << in.rdbuf();
 
-  G4_ASSIGN_OR_RETURN(std::unique_ptr<ModelBundle> bundle, LoadModelBundle(o.model_dir));
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<ModelBundle> bundle, LoadModelBundle(o.model_dir, o.engine.backend));
+  EngineOptions eo = ToEngineOptions(o.engine);
+  eo.max_outputs = eo.max_step_tokens;  // every scored row of a chunk is an output
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*bundle->model, eo));
+  std::unique_ptr<Engine> reference;
+  if (o.kl) {
+    EngineOptions ro = eo;
+    ro.kv = "plain";
+    G4_ASSIGN_OR_RETURN(reference, Engine::Create(*bundle->model, ro));
+  }
   const auto t0 = std::chrono::steady_clock::now();
   StatusOr<std::vector<int32_t>> encoded = bundle->tokenizer->Encode(text.str());
   if (!encoded.ok()) return encoded.status().WithContext("[perplexity] " + o.file);
@@ -42,7 +52,6 @@ Status RunPerplexityImpl(const PerplexityCliOptions& o) {
 
   PerplexityOptions po;
   po.ctx = o.ctx;
-  po.chunk = o.chunk;
   po.max_windows = o.max_windows;
   po.bos_id = bos;
   const int64_t windows = PerplexityWindows(static_cast<int64_t>(tokens.size()), po);
@@ -53,13 +62,12 @@ Status RunPerplexityImpl(const PerplexityCliOptions& o) {
   auto progress = [&](int64_t w, const PerplexityStats& s) {
     if (!o.quiet) std::fprintf(stderr, "[%lld]%.4f,", static_cast<long long>(w + 1), s.Ppl());
   };
-  G4_ASSIGN_OR_RETURN(PerplexityStats st, ComputePerplexity(*bundle->model, tokens, scheme,
-                                                            o.kl ? &plain : nullptr, po, progress));
+  G4_ASSIGN_OR_RETURN(PerplexityStats st, ComputePerplexity(*engine, reference.get(), tokens, po, progress));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!o.quiet) std::fprintf(stderr, "\n");
 
   if (o.json) {
-    nlohmann::ordered_json j = {{"model", o.model_dir}, {"file", o.file}, {"kv", o.kv_spec},
+    nlohmann::ordered_json j = {{"model", o.model_dir}, {"file", o.file}, {"kv", o.engine.kv},
                                 {"kv_signature", scheme.signature()}, {"ctx", o.ctx},
                                 {"tokens", tokens.size()}, {"windows", st.windows}, {"scored", st.count},
                                 {"ppl", st.Ppl()}, {"ppl_error", st.PplError()}, {"mean_nll", st.MeanNll()},
@@ -77,10 +85,10 @@ Status RunPerplexityImpl(const PerplexityCliOptions& o) {
   std::printf("Final estimate: PPL = %.4f +/- %.5f\n", st.Ppl(), st.PplError());
   std::printf("  %lld tokens scored in %lld windows of %lld, mean NLL %.5f, kv %s, %.1f s\n",
               static_cast<long long>(st.count), static_cast<long long>(st.windows),
-              static_cast<long long>(o.ctx), st.MeanNll(), o.kv_spec.c_str(), secs);
+              static_cast<long long>(o.ctx), st.MeanNll(), o.engine.kv.c_str(), secs);
   if (o.kl) {
     std::printf("  plain cache: PPL = %.4f +/- %.5f\n", st.RefPpl(), st.RefPplError());
-    std::printf("  KL(plain || %s) = %.6f +/- %.6f, top-1 agreement %.2f%%\n", o.kv_spec.c_str(), st.MeanKl(),
+    std::printf("  KL(plain || %s) = %.6f +/- %.6f, top-1 agreement %.2f%%\n", o.engine.kv.c_str(), st.MeanKl(),
                 st.KlError(), 100.0 * st.Top1Agreement());
   }
   return Status::Ok();
@@ -97,14 +105,8 @@ int RunPerplexity(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingDirectory);
   app.add_option("--file", o.file, "UTF-8 text file")->required()->check(CLI::ExistingFile);
-  app.add_option("--kv", o.kv_spec,
-                 "KV cache scheme: plain, affine:8, affine:4, affine:4:32, turbo:k8v3, turbo:k4v3, "
-                 "full=...,sliding=..., PART@N (stay plain for N tokens)")
-      ->capture_default_str();
   app.add_option("--ctx", o.ctx, "tokens per window")->check(CLI::Range(4, 1 << 20))->capture_default_str();
-  app.add_option("--chunk", o.chunk, "prefill chunk size (bounds memory: chunk x vocab logits)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  AddEngineFlags(app, o.engine, "plain", /*batch=*/true);
   app.add_option("--chunks", o.max_windows, "score at most this many windows (0 = all)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--kl", o.kl, "also run the plain cache and report KL(plain || --kv) and top-1 agreement");

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/model_bundle.h"
-#include "engine/sampler.h"
+#include "backend/sampler.h"
 
 namespace g4::cli {
 

@@ -1,8 +1,8 @@
-// Generator: one conversation's decoding state over a ModelBundle — its KV
-// caches and the token ids they hold. Each Generate call reuses the cached
-// prefix when the new prompt extends it (a chat's next turn), prefills the
-// rest in chunks, then samples until a stop id, a stop string, the token
-// limit, or cancellation, streaming text as it goes.
+// Generator: one conversation over an Engine: its KV sequence and the token
+// ids it holds. Each Generate call reuses the cached prefix when the new
+// prompt extends it (a chat's next turn), runs the rest through the
+// scheduler (chunked prefill, then decoding), and samples until a stop id, a
+// stop string, the token limit, or cancellation, streaming text as it goes.
 //
 // Threading: one thread at a time; `cancel` may be set from another thread
 // or a signal handler.
@@ -15,9 +15,11 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/model_bundle.h"
-#include "engine/sampler.h"
-#include "kv/sequence_kv.h"
+#include "backend/sampler.h"
+#include "engine/engine.h"
+#include "engine/text_sink.h"
+#include "kv/kv_pool.h"
+#include "tokenizer/tokenizer.h"
 
 namespace g4 {
 
@@ -26,22 +28,15 @@ struct GenerateOptions {
   int max_tokens = 512;
   std::vector<int> stop_ids;
   std::vector<std::string> stop_strings;
-  int64_t prefill_chunk = 512;
+  int top_logprobs = -1;  // >= 0: GenerateResult::logprobs per token
 };
 
-struct GenerateResult {
-  std::string text;             // what was streamed (stop strings excluded)
-  std::vector<int32_t> tokens;  // generated ids, the stop id excluded
-  std::string finish_reason;    // "stop", "length" or "cancelled"
-  int prompt_tokens = 0;
-  int reused_tokens = 0;        // prompt tokens served from the cache
-  double prefill_seconds = 0;   // includes the first token's logits (TTFT)
-  double decode_seconds = 0;
-};
 
 class Generator {
  public:
-  explicit Generator(ModelBundle& bundle);
+  // `engine` and `tokenizer` must outlive the generator; the generator is
+  // the engine's only user while Generate runs.
+  Generator(Engine& engine, const Tokenizer& tokenizer);
 
   // REQUIRES: prompt is non-empty. Text is passed to `on_text` as soon as
   // it is safe to show (complete UTF-8, no possible stop-string prefix).
@@ -50,12 +45,17 @@ class Generator {
                                     const std::atomic<bool>* cancel = nullptr);
   // Drops the cached conversation.
   void Reset();
-  // Token ids the caches hold.
+  // Token ids the KV holds.
   const std::vector<int32_t>& cached_tokens() const { return cached_; }
+  // The conversation's KV (persistence).
+  const KvSeq& kv() const { return kv_; }
+  // Adopts a restored conversation: `tokens` are what `kv` holds.
+  void Adopt(KvSeq kv, std::vector<int32_t> tokens);
 
  private:
-  ModelBundle& bundle_;
-  std::unique_ptr<SequenceKv> kv_;
+  Engine& engine_;
+  const Tokenizer& tokenizer_;
+  KvSeq kv_;
   std::vector<int32_t> cached_;
 };
 

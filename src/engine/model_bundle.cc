@@ -5,16 +5,17 @@
 #include <filesystem>
 
 #include "core/mapped_file.h"
+#include "engine/backend_factory.h"
 #include "tokenizer/chat_format.h"
 
 namespace g4 {
 
-StatusOr<std::unique_ptr<ModelBundle>> LoadModelBundle(const std::string& dir) {
+StatusOr<std::unique_ptr<ModelBundle>> LoadModelBundle(const std::string& dir, const std::string& backend) {
   const auto start = std::chrono::steady_clock::now();
   if (!std::filesystem::is_directory(dir)) return NotFound("[model] " + dir + ": no such model directory");
   auto b = std::make_unique<ModelBundle>();
-  b->ops = MakeCpuOps();
-  G4_ASSIGN_OR_RETURN(b->model, Gemma4Model::Load(dir, b->ops.get()));
+  G4_ASSIGN_OR_RETURN(b->backend, MakeBackend(backend));
+  G4_ASSIGN_OR_RETURN(b->model, Gemma4Model::Load(dir, *b->backend));
   const std::string tok_path = dir + "/tokenizer.json";
   if (!std::filesystem::exists(tok_path))
     return NotFound("[model] " + dir + " has no tokenizer.json (g4 synth --tokenizer FILE adds one)");

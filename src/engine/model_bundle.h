@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/ops.h"
+#include "backend/backend.h"
 #include "core/status.h"
 #include "io/config.h"
 #include "model/gemma4_model.h"
@@ -16,7 +16,7 @@
 namespace g4 {
 
 struct ModelBundle {
-  std::unique_ptr<Ops> ops;
+  std::unique_ptr<Backend> backend;
   std::unique_ptr<Gemma4Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   GenerationConfig generation;
@@ -33,7 +33,8 @@ struct ModelBundle {
 };
 
 // Loads DIR: config.json, safetensors, tokenizer.json (required: a model
-// without a tokenizer cannot take text), generation_config.json (optional).
-StatusOr<std::unique_ptr<ModelBundle>> LoadModelBundle(const std::string& dir);
+// without a tokenizer cannot take text), generation_config.json (optional),
+// on the named backend (engine/backend_factory.h).
+StatusOr<std::unique_ptr<ModelBundle>> LoadModelBundle(const std::string& dir, const std::string& backend = "auto");
 
 }  // namespace g4

@@ -7,10 +7,15 @@
 // has at least ctx/2 tokens of context. PPL = exp(mean NLL), and its
 // uncertainty is PPL x the standard error of the mean NLL.
 //
-// With a reference KV scheme (normally plain), every window also runs with
-// the reference caches, and the KL divergence KL(reference || scheme) of the
-// next-token distributions and the top-1 agreement are averaged over the
-// same scored positions: the quality cost of a KV-cache mode.
+// With a reference engine (normally plain KV), every window also runs there,
+// and the KL divergence KL(reference || scheme) of the next-token
+// distributions and the top-1 agreement are averaged over the same scored
+// positions: the quality cost of a KV-cache mode.
+//
+// Windows are independent sequences: they run through the engine's
+// scheduler together (up to its sequence limit at once; one at a time with
+// a reference, which holds both windows' logits), and sums are accumulated
+// in window order, so the result does not depend on the batching.
 #pragma once
 
 #include <cstdint>
@@ -18,14 +23,12 @@
 #include <span>
 
 #include "core/status.h"
-#include "kv/kv_scheme.h"
-#include "model/gemma4_model.h"
+#include "engine/engine.h"
 
 namespace g4 {
 
 struct PerplexityOptions {
   int64_t ctx = 512;        // window length, >= 4
-  int64_t chunk = 512;      // prefill chunk: bounds the logits held at once (chunk x vocab)
   int64_t max_windows = 0;  // 0 = every whole window
   int32_t bos_id = -1;      // replaces each window's first token; -1 keeps it
 };
@@ -54,9 +57,11 @@ struct PerplexityStats {
 // Windows the sequence allows (llama.cpp: tokens / ctx, rounded down).
 int64_t PerplexityWindows(int64_t num_tokens, const PerplexityOptions& options);
 
-// `on_window(i, stats_so_far)` runs after each window (progress output).
-StatusOr<PerplexityStats> ComputePerplexity(Gemma4Model& model, std::span<const int32_t> tokens,
-                                            const KvScheme& scheme, const KvScheme* reference,
+// Runs on `engine` (its KV scheme is the one measured) and, when given, on
+// `reference` too; both engines must be idle and are the caller's for the
+// duration. `on_window(i, stats_so_far)` runs after each window, in order.
+// The engines' max_outputs bounds the logits rows computed per step.
+StatusOr<PerplexityStats> ComputePerplexity(Engine& engine, Engine* reference, std::span<const int32_t> tokens,
                                             const PerplexityOptions& options,
                                             const std::function<void(int64_t, const PerplexityStats&)>& on_window = {});
 

@@ -168,6 +168,7 @@ class WeightResolver {
 
     G4_ASSIGN_OR_RETURN(lw.q_proj, Matrix(p + "self_attn.q_proj", {}, c.num_attention_heads * D, H));
     G4_ASSIGN_OR_RETURN(lw.q_norm, Vector(p + "self_attn.q_norm.weight", D));
+    lw.q_norm_size = D;
     G4_ASSIGN_OR_RETURN(lw.o_proj, Matrix(p + "self_attn.o_proj", {}, H, c.num_attention_heads * D));
     if (!g.kv_shared) {
       G4_ASSIGN_OR_RETURN(lw.k_proj, Matrix(p + "self_attn.k_proj", {}, g.num_kv_heads * D, H));
@@ -244,6 +245,8 @@ StatusOr<std::unique_ptr<Gemma4Weights>> Gemma4Weights::Load(const Gemma4Config&
     return NotFound("[weights] " + w->checkpoint_->dir() +
                     ": no embed_tokens.weight under model.language_model., language_model.model. or model.");
   WeightResolver r(config, *w);
+  w->hidden_size_ = config.hidden_size;
+  w->ple_width_ = config.hidden_size_per_layer_input;
   const int64_t V = config.vocab_size, H = config.hidden_size;
   G4_ASSIGN_OR_RETURN(w->embed_tokens, r.Matrix("embed_tokens", {}, V, H));
   G4_ASSIGN_OR_RETURN(w->final_norm, r.Vector("norm.weight", H));
@@ -275,6 +278,53 @@ StatusOr<std::unique_ptr<Gemma4Weights>> Gemma4Weights::Load(const Gemma4Config&
   w->layers.resize(config.num_hidden_layers);
   for (int l = 0; l < config.num_hidden_layers; ++l) G4_RETURN_IF_ERROR(r.LoadLayer(l, w->layers[l]));
   return w;
+}
+
+void Gemma4Weights::ForEachTensor(const MatrixVisitor& matrix, const VectorVisitor& vector) {
+  auto m = [&](const std::string& name, WeightMatrix& w) {
+    if (w.rows > 0) matrix(name, w);
+  };
+  auto v = [&](const std::string& name, const float*& data, int64_t n) {
+    if (data) vector(name, data, n);
+  };
+  const int64_t H = hidden_size_;
+  m("embed_tokens", embed_tokens);
+  v("norm", final_norm, H);
+  m("embed_tokens_per_layer", embed_tokens_per_layer);
+  m("per_layer_model_projection", per_layer_model_projection);
+  v("per_layer_projection_norm", per_layer_projection_norm, ple_width_);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    LayerWeights& lw = layers[l];
+    const std::string p = "layers." + std::to_string(l) + ".";
+    v(p + "input_layernorm", lw.input_layernorm, H);
+    v(p + "post_attention_layernorm", lw.post_attention_layernorm, H);
+    v(p + "pre_feedforward_layernorm", lw.pre_feedforward_layernorm, H);
+    v(p + "post_feedforward_layernorm", lw.post_feedforward_layernorm, H);
+    m(p + "q_proj", lw.q_proj);
+    m(p + "k_proj", lw.k_proj);
+    m(p + "v_proj", lw.v_proj);
+    m(p + "o_proj", lw.o_proj);
+    v(p + "q_norm", lw.q_norm, lw.q_norm_size);
+    v(p + "k_norm", lw.k_norm, lw.q_norm_size);
+    m(p + "gate_proj", lw.gate_proj);
+    m(p + "up_proj", lw.up_proj);
+    m(p + "down_proj", lw.down_proj);
+    m(p + "per_layer_input_gate", lw.per_layer_input_gate);
+    m(p + "per_layer_projection", lw.per_layer_projection);
+    v(p + "post_per_layer_input_norm", lw.post_per_layer_input_norm, H);
+    m(p + "router_proj", lw.router_proj);
+    v(p + "router_scale", lw.router_scale, H);
+    v(p + "per_expert_scale", lw.per_expert_scale, static_cast<int64_t>(lw.expert_gate.size()));
+    v(p + "pre_feedforward_layernorm_2", lw.pre_feedforward_layernorm_2, H);
+    v(p + "post_feedforward_layernorm_1", lw.post_feedforward_layernorm_1, H);
+    v(p + "post_feedforward_layernorm_2", lw.post_feedforward_layernorm_2, H);
+    for (size_t e = 0; e < lw.expert_gate.size(); ++e) {
+      const std::string x = p + "experts." + std::to_string(e) + ".";
+      m(x + "gate", lw.expert_gate[e]);
+      m(x + "up", lw.expert_up[e]);
+      m(x + "down", lw.expert_down[e]);
+    }
+  }
 }
 
 size_t Gemma4Weights::DecodeBytesPerToken(const Gemma4Config& config) const {

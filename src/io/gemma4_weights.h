@@ -13,6 +13,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@ struct LayerWeights {
   WeightMatrix q_proj, k_proj, v_proj, o_proj;  // k/v empty (rows 0) when not owned; v empty when K=V
   const float* q_norm = nullptr;
   const float* k_norm = nullptr;
+  int64_t q_norm_size = 0;  // head_dim: the length of q_norm and k_norm
 
   WeightMatrix gate_proj, up_proj, down_proj;  // dense MLP (26B: the shared-expert branch)
 
@@ -72,6 +74,14 @@ class Gemma4Weights {
   const float* per_layer_projection_norm = nullptr;  // [P] (PLE)
   std::vector<LayerWeights> layers;
 
+  // Every tensor, once, for whole-model passes (Backend::PlaceWeights
+  // uploads and repoints them): matrices as mutable views, float vectors as
+  // mutable pointers with their length. Empty matrices (rows 0) and absent
+  // vectors (null) are skipped. Names are relative ("layers.3.q_proj").
+  using MatrixVisitor = std::function<void(const std::string& name, WeightMatrix& m)>;
+  using VectorVisitor = std::function<void(const std::string& name, const float*& data, int64_t n)>;
+  void ForEachTensor(const MatrixVisitor& matrix, const VectorVisitor& vector);
+
   const std::string& prefix() const { return prefix_; }
   const Checkpoint& checkpoint() const { return *checkpoint_; }
   // Bytes of weights one decode step reads: every matrix once, except the
@@ -81,6 +91,8 @@ class Gemma4Weights {
  private:
   std::unique_ptr<Checkpoint> checkpoint_;
   std::string prefix_;
+  int64_t hidden_size_ = 0;
+  int64_t ple_width_ = 0;
   std::deque<std::vector<float>> vectors_;  // owned float copies; deque keeps pointers stable
   friend class WeightResolver;
 };

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -109,17 +110,13 @@ std::string Hex32(uint32_t v) {
 
 }  // namespace
 
-Status SaveKvFile(const std::string& path, const SequenceKv& kv, const KvFileIdentity& identity,
+Status SaveKvFile(const std::string& path, const KvPool& pool, const KvSeq& seq, const KvFileIdentity& identity,
                   const std::vector<int32_t>& tokens) {
-  if (static_cast<int64_t>(tokens.size()) != kv.position())
-    return InvalidArgument("[kv] saving " + std::to_string(tokens.size()) + " token ids for a sequence at position " +
-                           std::to_string(kv.position()));
-  // Check every layer can be saved before creating anything.
-  for (int l = 0; l < kv.num_layers(); ++l) {
-    LayerCache* c = const_cast<SequenceKv&>(kv).layer(l);
-    if (c && !c->persistence())
-      return Unsupported("[kv] layer " + std::to_string(l) + " (" + c->signature() + ") cannot be saved");
-  }
+  const int64_t length = pool.length(seq);
+  if (static_cast<int64_t>(tokens.size()) != length)
+    return InvalidArgument("[kv] saving " + std::to_string(tokens.size()) + " token ids for a sequence of " +
+                           std::to_string(length) + " tokens");
+  const std::vector<KvPool::LayerRecords> layers = pool.Export(seq);
   G4_ASSIGN_OR_RETURN(std::unique_ptr<AtomicWriter> w, AtomicWriter::Open(path));
   const std::vector<uint8_t> preamble(kPreambleBytes, 0);
   G4_RETURN_IF_ERROR(w->Write(preamble.data(), preamble.size()));
@@ -128,31 +125,25 @@ Status SaveKvFile(const std::string& path, const SequenceKv& kv, const KvFileIde
   header["version"] = kKvFileVersion;
   header["model_fingerprint"] = identity.model_fingerprint;
   header["tokenizer_hash"] = identity.tokenizer_hash;
-  header["scheme"] = kv.scheme().signature();
-  header["position"] = kv.position();
+  header["scheme"] = pool.scheme().signature();
+  header["length"] = length;
   header["tokens"] = tokens;
-  nlohmann::json layers = nlohmann::json::array();
-  for (int l = 0; l < kv.num_layers(); ++l) {
-    LayerCache* c = const_cast<SequenceKv&>(kv).layer(l);
-    if (!c) {
-      layers.push_back(nullptr);
-      continue;
-    }
-    const CacheState st = c->persistence()->SaveState();  // one layer in memory at a time
-    nlohmann::json layer;
-    layer["signature"] = c->signature();
-    layer["meta"] = st.meta;
-    nlohmann::json slots = nlohmann::json::array();
-    for (const auto& [name, bytes] : st.tensors) {
-      G4_RETURN_IF_ERROR(w->PadTo(kAlign));
-      slots.push_back({{"name", name}, {"offset", w->size()}, {"bytes", bytes.size()},
-                       {"crc32c", Hex32(Crc32c(bytes.data(), bytes.size()))}});
-      G4_RETURN_IF_ERROR(w->Write(bytes.data(), bytes.size()));
-    }
-    layer["tensors"] = std::move(slots);
-    layers.push_back(std::move(layer));
+  header["converted_at"] = {pool.converted_at(seq, KvGroup::kFull), pool.converted_at(seq, KvGroup::kSliding)};
+  nlohmann::json lj = nlohmann::json::array();
+  for (const KvPool::LayerRecords& rec : layers) {
+    const int64_t n = length - rec.first_token;
+    const uint64_t record_bytes = n > 0 ? rec.records.size() / static_cast<uint64_t>(n) : 0;
+    G4_RETURN_IF_ERROR(w->PadTo(kAlign));
+    lj.push_back({{"layer", rec.layer},
+                  {"signature", rec.signature},
+                  {"first_token", rec.first_token},
+                  {"record_bytes", record_bytes},
+                  {"offset", w->size()},
+                  {"bytes", rec.records.size()},
+                  {"crc32c", Hex32(Crc32c(rec.records.data(), rec.records.size()))}});
+    G4_RETURN_IF_ERROR(w->Write(rec.records.data(), rec.records.size()));
   }
-  header["layers"] = std::move(layers);
+  header["layers"] = std::move(lj);
   G4_RETURN_IF_ERROR(w->PadTo(kAlign));
   const std::string text = header.dump();
   const uint64_t header_offset = w->size();
@@ -172,9 +163,17 @@ Status SaveKvFile(const std::string& path, const SequenceKv& kv, const KvFileIde
 
 namespace {
 
-// The whole of LoadKvFile's validation, with errors unprefixed by the path.
-StatusOr<LoadedKv> Load(const MappedFile& file, const Gemma4Config& config, const KvScheme& scheme,
-                        const KvFileIdentity& identity) {
+// Everything LoadKvFile checks in the file itself, with errors unprefixed
+// by the path; on success `layers`, `length`, `converted_at` and `tokens`
+// are what Import needs.
+struct Parsed {
+  std::vector<KvPool::LayerRecords> layers;
+  int64_t length = 0;
+  std::array<int64_t, kNumKvGroups> converted_at = {-1, -1};
+  std::vector<int32_t> tokens;
+};
+
+StatusOr<Parsed> Parse(const MappedFile& file, const KvPool& pool, const KvFileIdentity& identity) {
   const uint8_t* data = file.data();
   const uint64_t size = file.size();
   if (size < kPreambleBytes)
@@ -208,68 +207,72 @@ StatusOr<LoadedKv> Load(const MappedFile& file, const Gemma4Config& config, cons
     if (tok != identity.tokenizer_hash)
       return InvalidArgument("saved with tokenizer '" + tok + "', this tokenizer is '" + identity.tokenizer_hash + "'");
     const std::string sch = h.at("scheme").get<std::string>();
-    if (sch != scheme.signature())
-      return InvalidArgument("saved with KV scheme " + sch + ", requested " + scheme.signature());
-    LoadedKv out;
+    if (sch != pool.scheme().signature())
+      return InvalidArgument("saved with KV scheme " + sch + ", this pool uses " + pool.scheme().signature());
+    Parsed out;
     out.tokens = h.at("tokens").get<std::vector<int32_t>>();
-    const int64_t position = h.at("position").get<int64_t>();
-    if (position != static_cast<int64_t>(out.tokens.size()))
-      return Corrupt("position " + std::to_string(position) + " but " + std::to_string(out.tokens.size()) +
+    out.length = h.at("length").get<int64_t>();
+    if (out.length != static_cast<int64_t>(out.tokens.size()))
+      return Corrupt("length " + std::to_string(out.length) + " but " + std::to_string(out.tokens.size()) +
                      " token ids");
     for (int32_t t : out.tokens)
-      if (t < 0 || t >= config.vocab_size) return Corrupt("token id " + std::to_string(t) + " outside the vocabulary");
-    G4_ASSIGN_OR_RETURN(out.kv, SequenceKv::Make(config, scheme));
+      if (t < 0 || t >= pool.config().vocab_size)
+        return Corrupt("token id " + std::to_string(t) + " outside the vocabulary");
+    const auto converted = h.at("converted_at").get<std::vector<int64_t>>();
+    if (converted.size() != kNumKvGroups) return Corrupt("converted_at needs one entry per layer group");
+    for (int g = 0; g < kNumKvGroups; ++g) out.converted_at[g] = converted[g];
     const nlohmann::json& layers = h.at("layers");
-    if (!layers.is_array() || static_cast<int>(layers.size()) != out.kv->num_layers())
-      return InvalidArgument("saved for " + std::to_string(layers.is_array() ? layers.size() : 0) +
-                             " layers, this model has " + std::to_string(out.kv->num_layers()));
+    if (!layers.is_array()) return Corrupt("layers is not an array");
     uint64_t next_free = kAlign;  // tensors in increasing, non-overlapping ranges
-    for (int l = 0; l < out.kv->num_layers(); ++l) {
-      const nlohmann::json& lj = layers[l];
-      LayerCache* c = out.kv->layer(l);
-      const std::string where = "layer " + std::to_string(l) + ": ";
-      if (lj.is_null() != (c == nullptr))
-        return InvalidArgument(where + (c ? "saved without a cache, this model has one" : "saved with a cache, "
-                                                                                          "this model shares KV"));
-      if (!c) continue;
-      if (lj.at("signature").get<std::string>() != c->signature())
-        return InvalidArgument(where + "saved as " + lj.at("signature").get<std::string>() + ", expected " +
-                               c->signature());
-      CacheState st;
-      st.meta = lj.at("meta").get<std::map<std::string, std::string>>();
-      for (const nlohmann::json& tj : lj.at("tensors")) {
-        const std::string name = tj.at("name").get<std::string>();
-        const uint64_t off = tj.at("offset").get<uint64_t>(), n = tj.at("bytes").get<uint64_t>();
-        if (off % kAlign != 0 || off < next_free || off > header_offset || n > header_offset - off)
-          return Corrupt(where + "tensor " + name + " at " + std::to_string(off) + "+" + std::to_string(n) +
-                         " is misplaced");
-        next_free = off + n;
-        if (Hex32(Crc32c(data + off, n)) != tj.at("crc32c").get<std::string>())
-          return Corrupt(where + "tensor " + name + " checksum mismatch");
-        st.tensors.emplace_back(name, std::vector<uint8_t>(data + off, data + off + n));
-      }
-      const Status s = c->persistence()->LoadState(st);
-      if (!s.ok()) return s.WithContext(where.substr(0, where.size() - 2));
+    for (const nlohmann::json& lj : layers) {
+      KvPool::LayerRecords rec;
+      rec.layer = lj.at("layer").get<int>();
+      rec.signature = lj.at("signature").get<std::string>();
+      rec.first_token = lj.at("first_token").get<int64_t>();
+      const std::string where = "layer " + std::to_string(rec.layer) + ": ";
+      const uint64_t record_bytes = lj.at("record_bytes").get<uint64_t>();
+      const uint64_t off = lj.at("offset").get<uint64_t>(), n = lj.at("bytes").get<uint64_t>();
+      if (rec.first_token < 0 || rec.first_token > out.length)
+        return Corrupt(where + "first token " + std::to_string(rec.first_token) + " outside the sequence");
+      const uint64_t tokens = static_cast<uint64_t>(out.length - rec.first_token);
+      if (record_bytes > (uint64_t{1} << 32) || n != tokens * record_bytes)
+        return Corrupt(where + std::to_string(n) + " bytes for " + std::to_string(tokens) + " records of " +
+                       std::to_string(record_bytes) + " bytes");
+      if (off % kAlign != 0 || off < next_free || off > header_offset || n > header_offset - off)
+        return Corrupt(where + "records at " + std::to_string(off) + "+" + std::to_string(n) + " are misplaced");
+      next_free = off + n;
+      if (Hex32(Crc32c(data + off, n)) != lj.at("crc32c").get<std::string>())
+        return Corrupt(where + "records checksum mismatch");
+      rec.records.assign(data + off, data + off + n);
+      out.layers.push_back(std::move(rec));
     }
-    G4_RETURN_IF_ERROR(out.kv->SetPositionFromLayers(position));
     return out;
   } catch (const nlohmann::json::exception& e) {
     return Corrupt(std::string("header: ") + e.what());
   }
 }
 
+Status InFile(const std::string& path, const Status& s) {
+  std::string m = s.message();
+  if (m.rfind("[kv] ", 0) == 0) m = m.substr(5);
+  return Status(s.code(), "[kv] " + path + ": " + m);
+}
+
 }  // namespace
 
-StatusOr<LoadedKv> LoadKvFile(const std::string& path, const Gemma4Config& config, const KvScheme& scheme,
-                              const KvFileIdentity& identity) {
+StatusOr<LoadedKv> LoadKvFile(const std::string& path, KvPool& pool, const KvFileIdentity& identity) {
   auto file = MappedFile::Open(path);
   if (!file.ok()) return file.status();
-  auto loaded = Load(**file, config, scheme, identity);
-  if (!loaded.ok()) {
-    const Status& s = loaded.status();
-    return Status(s.code(), "[kv] " + path + ": " + s.message());
-  }
-  return loaded;
+  auto parsed = Parse(**file, pool, identity);
+  if (!parsed.ok()) return InFile(path, parsed.status());
+  // Import checks the records against the pool (layers, signatures,
+  // coverage, free blocks) before it allocates anything.
+  auto seq = pool.Import(parsed->layers, parsed->length, parsed->converted_at);
+  if (!seq.ok()) return InFile(path, seq.status());
+  LoadedKv out;
+  out.seq = std::move(seq).value();
+  out.tokens = std::move(parsed->tokens);
+  return out;
 }
 
 }  // namespace g4

@@ -1,10 +1,13 @@
-// Gemma4Model: the Gemma 4 text decoder, written once over the Ops interface
-// (shared docs gemma4-architecture.md section 3). It owns the weights (views
-// into the mapped checkpoint) and the RoPE tables; per-sequence state lives
-// in SequenceKv, so one model serves many sequences.
+// Gemma4Model: the Gemma 4 text decoder (shared docs gemma4-architecture.md
+// section 3), written once over the Ops interface for a whole step of rows
+// from many sequences. It owns the weights (views placed by the backend)
+// and the RoPE tables; sequence state lives in the KvPool, scratch in
+// Activations, so one model serves every sequence.
 //
-// Threading: Forward is not re-entrant (it reuses scratch buffers); callers
-// serialize calls.
+// A step makes no decision from computed data and allocates nothing: its
+// host work is validating and uploading the StepBatch.
+//
+// Threading: Forward is not re-entrant (it drives the backend's stream).
 #pragma once
 
 #include <cstdint>
@@ -12,56 +15,55 @@
 #include <string>
 #include <vector>
 
-#include "backend/ops.h"
+#include "backend/backend.h"
 #include "core/status.h"
 #include "io/config.h"
 #include "io/gemma4_weights.h"
-#include "kv/sequence_kv.h"
+#include "kv/kv_pool.h"
+#include "model/activations.h"
+#include "model/step_batch.h"
 
 namespace g4 {
 
 class Gemma4Model {
  public:
-  // Loads DIR/config.json and the checkpoint in DIR. `ops` must outlive the model.
-  static StatusOr<std::unique_ptr<Gemma4Model>> Load(const std::string& dir, Ops* ops);
+  // Loads DIR/config.json and the checkpoint in DIR and places the weights
+  // on `backend`, which must outlive the model.
+  static StatusOr<std::unique_ptr<Gemma4Model>> Load(const std::string& dir, Backend& backend);
 
   const Gemma4Config& config() const { return config_; }
   const Gemma4Weights& weights() const { return *weights_; }
   int vocab_size() const { return config_.vocab_size; }
+  Backend& backend() const { return *backend_; }
 
-  // Runs `n` tokens through the model at positions kv.position() ..., appends
-  // their K/V to `kv` and advances it. Writes logits [n, V] (all_logits) or
-  // [1, V] for the last token only. Token ids outside the vocabulary are an
-  // InvalidArgument error and leave `kv` untouched.
-  Status Forward(const int32_t* ids, int64_t n, SequenceKv& kv, float* logits, bool all_logits);
+  // Runs one step: writes every row's K/V into its sequence's blocks and
+  // leaves, for the step's output rows, the final-normed hidden states in
+  // act.hidden_out and (step.compute_logits) the soft-capped logits in
+  // act.logits, both [R, ...] in backend memory (read them after a Sync).
+  // REQUIRES: pool.PrepareAppend(seq, rows of seq) for every sequence;
+  // afterwards the caller commits them (KvPool::Commit). Errors (a bad
+  // step, a step larger than act's limits) leave the pool untouched.
+  Status Forward(const StepBatch& step, KvPool& pool, Activations& act);
 
-  // The per-layer inputs (PLE) for `ids`: [n, num_layers * P] into `out`.
-  // Empty for models without PLE.
-  Status PerLayerInputs(const int32_t* ids, int64_t n, std::vector<float>* out);
-
-  // As Forward, in chunks of at most `chunk` tokens (chunked prefill).
-  Status ForwardChunked(const int32_t* ids, int64_t n, int64_t chunk, SequenceKv& kv, float* logits,
-                        bool all_logits);
+  // The per-layer inputs (PLE) of `ids` as [n, layers * P] floats on the
+  // host; empty for models without PLE. A diagnostic (tests), not a step.
+  StatusOr<std::vector<float>> PerLayerInputs(const std::vector<int32_t>& ids);
 
  private:
   Gemma4Model() = default;
-  void ComputePle(const int32_t* ids, int64_t n);
-  void AttentionBlock(int l, int64_t n, std::vector<KvView>& views, SequenceKv& kv);
-  void DenseMlp(const LayerWeights& lw, int width, const float* in, int64_t n, float* out);
-  void FeedForwardBlock(int l, int64_t n);
-  void PleBlock(int l, int64_t n);
+  struct StepViews;
+  void Upload(const StepBatch& step, const KvPool& pool, Activations& act, StepViews& sv) const;
+  void ComputePle(const StepViews& sv, Activations& act);
+  void AttentionBlock(int l, const StepViews& sv, const KvPool& pool, Activations& act);
+  void FeedForwardBlock(int l, const StepViews& sv, Activations& act);
+  void PleBlock(int l, const StepViews& sv, Activations& act);
+  void Head(const StepViews& sv, bool logits, Activations& act);
 
   Gemma4Config config_;
   std::unique_ptr<Gemma4Weights> weights_;
-  Ops* ops_ = nullptr;
-  std::vector<float> inv_freq_sliding_, inv_freq_full_;
+  Backend* backend_ = nullptr;
+  DeviceBuffer inv_freq_sliding_, inv_freq_full_;  // [head_dim / 2] each, device
   float embed_scale_ = 1.0f;
-
-  // Scratch, sized for the current chunk.
-  struct Scratch {
-    std::vector<int32_t> pos;
-    std::vector<float> x, a, q, k, v, attn, o, g, u, d, d2, ple, pli_l, z, router, logits_rows;
-  } s_;
 };
 
 }  // namespace g4

@@ -1,30 +1,32 @@
 // MatMul must be row-invariant: the output for an input row is bit-identical
-// whatever the number of rows multiplied at once and wherever the row sits
-// in the batch. Chunked prefill, single-pass prefill and token-by-token
-// decode (and MoE experts, which see varying row counts) rely on it to give
-// the same logits. The property is checked against the one-row product,
-// across the matrix-vector / GEMM switch and every GEMM tiling edge.
+// whatever the number of rows multiplied at once, wherever the row sits in
+// the batch and whatever the views' strides. Chunked prefill, single-pass
+// prefill, decode, MoE experts (which see varying row counts) and batching
+// of sequences rely on it. Checked against the one-row product, across the
+// matrix-vector / GEMM switch and every GEMM tiling edge.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <random>
 #include <vector>
 
-#include "backend/ops.h"
 #include "backend_test_util.h"
-#include "test_util.h"
 
 namespace g4 {
 namespace {
+
+class MatMulInvarianceTest : public testing::BackendTest {};
 
 constexpr int64_t kBatchSizes[] = {1, 2, 3, 4, 5, 7, 8, 13, 37, 64, 100};
 constexpr int64_t kMaxRows = 100;
 
 // For each batch size m, multiplies m consecutive rows of a fresh random x
 // starting at a varying offset, and compares every output row bitwise with
-// that row multiplied alone.
-void CheckRowInvariant(Ops& ops, const WeightMatrix& w, uint32_t seed) {
-  const int64_t k = w.cols, n = w.rows;
+// that row multiplied alone. Odd calls use strided views (x a column slice
+// of a wider array, y written into a wider array).
+void CheckRowInvariant(Backend& backend, const testing::TestWeights& tw, uint32_t seed) {
+  Ops& ops = backend.ops();
+  const testing::DeviceWeights dw = testing::UploadWeights(backend, tw);
+  const int64_t k = tw.w.cols, n = tw.w.rows;
   const int64_t pool = kMaxRows + 7;
   std::vector<float> x = testing::RandomFloats(pool * k, seed);
   // Some rows with large and tiny magnitudes, so rounding differences would show.
@@ -32,52 +34,42 @@ void CheckRowInvariant(Ops& ops, const WeightMatrix& w, uint32_t seed) {
     x[3 * k + c] *= 1000.0f;
     x[5 * k + c] *= 1e-3f;
   }
-  std::vector<float> single(pool * n);
-  for (int64_t i = 0; i < pool; ++i) ops.MatMul(x.data() + i * k, 1, w, single.data() + i * n);
-  std::vector<float> y;
+  testing::DeviceTensor dx = testing::UploadF32(backend, x, pool, k);
+  testing::DeviceTensor wide_x = testing::UploadF32(backend, x, pool, k, k + 9);
+  testing::DeviceTensor single = testing::AllocTensor(backend, DType::kF32, pool, n);
+  for (int64_t i = 0; i < pool; ++i) ops.MatMul(dx.view.Rows(i, 1), dw.w, single.view.Rows(i, 1));
+  const std::vector<float> want_all = testing::DownloadF32(backend, single.view);
+  int call = 0;
   for (int64_t m : kBatchSizes) {
     const int64_t offset = (m * 5 + seed) % (pool - m + 1);
-    y.assign(m * n + 1, NAN);
-    y.back() = 4321.0f;
-    ops.MatMul(x.data() + offset * k, m, w, y.data());
-    for (int64_t i = 0; i < m; ++i) {
-      const float* want = single.data() + (offset + i) * n;
-      const float* got = y.data() + i * n;
-      if (std::memcmp(want, got, n * sizeof(float)) != 0) {
-        int64_t col = 0;
-        while (std::memcmp(want + col, got + col, sizeof(float)) == 0) ++col;
-        ADD_FAILURE() << w.Describe() << ": row " << offset + i << " at position " << i << " of m=" << m
-                      << " differs from the one-row product at column " << col << ": " << got[col]
-                      << " vs " << want[col];
-        return;
-      }
-    }
-    EXPECT_EQ(y.back(), 4321.0f) << "wrote past y";
+    const bool strided = ++call % 2 == 0;
+    testing::DeviceTensor y = testing::AllocTensor(backend, DType::kF32, m, n, strided ? n + 5 : n);
+    ops.MatMul((strided ? wide_x : dx).view.Rows(offset, m), dw.w, y.view);
+    EXPECT_TRUE(testing::BitwiseEqual(testing::SliceRows(want_all, n, offset, m),
+                                      testing::DownloadF32(backend, y.view), n))
+        << tw.w.Describe() << ": rows " << offset << ".. in a batch of m=" << m << (strided ? " (strided)" : "")
+        << " differ from the one-row products";
+    EXPECT_TRUE(testing::GuardsIntact(backend, y));
   }
 }
 
-TEST(MatMulInvarianceTest, DenseAllDtypes) {
-  auto ops = MakeCpuOps();
+TEST_P(MatMulInvarianceTest, DenseAllDtypes) {
   uint32_t seed = 1;
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (int64_t k : {1, 7, 16, 33, 100, 999}) {
       for (int64_t n : {1, 5, 31, 131, 300}) {
-        const testing::TestWeights tw = testing::MakeDense(n, k, t, ++seed);
-        CheckRowInvariant(*ops, tw.w, ++seed);
+        CheckRowInvariant(backend(), testing::MakeDense(n, k, t, ++seed), ++seed);
       }
     }
   }
 }
 
-TEST(MatMulInvarianceTest, DenseLongRows) {
+TEST_P(MatMulInvarianceTest, DenseLongRows) {
   // Rows longer than any tile budget assumption, N not a multiple of the tile.
-  auto ops = MakeCpuOps();
-  const testing::TestWeights tw = testing::MakeDense(67, 5003, DType::kBF16, 3);
-  CheckRowInvariant(*ops, tw.w, 4);
+  CheckRowInvariant(backend(), testing::MakeDense(67, 5003, DType::kBF16, 3), 4);
 }
 
-TEST(MatMulInvarianceTest, AffineAllBitsAndGroups) {
-  auto ops = MakeCpuOps();
+TEST_P(MatMulInvarianceTest, AffineAllBitsAndGroups) {
   std::mt19937 rng(11);
   uint32_t seed = 200;
   const DType scale_types[] = {DType::kBF16, DType::kF16, DType::kF32};
@@ -86,28 +78,29 @@ TEST(MatMulInvarianceTest, AffineAllBitsAndGroups) {
       const DType st = scale_types[rng() % 3];
       for (int64_t groups : {1, 7}) {
         for (int64_t n : {1, 45, 300}) {
-          const testing::TestWeights tw = testing::MakeAffine(n, groups * group, bits, group, st, ++seed);
-          CheckRowInvariant(*ops, tw.w, ++seed);
+          CheckRowInvariant(backend(), testing::MakeAffine(n, groups * group, bits, group, st, ++seed), ++seed);
         }
       }
     }
   }
 }
 
-TEST(MatMulInvarianceTest, RowSliceMatchesFullMatrix) {
+TEST_P(MatMulInvarianceTest, RowSliceMatchesFullMatrix) {
   // MoE experts and fused projections multiply row slices: the same rows
   // must give the same bits as part of the whole matrix, for any batch.
-  auto ops = MakeCpuOps();
   const testing::TestWeights tw = testing::MakeAffine(90, 512, 4, 64, DType::kBF16, 42);
-  const WeightMatrix slice = tw.w.RowSlice(29, 41);
-  const std::vector<float> x = testing::RandomFloats(37 * 512, 43);
-  std::vector<float> full(37 * 90), part(41);
-  ops->MatMul(x.data(), 37, tw.w, full.data());
-  for (int64_t i = 0; i < 37; ++i) {
-    ops->MatMul(x.data() + i * 512, 1, slice, part.data());
-    EXPECT_EQ(std::memcmp(part.data(), full.data() + i * 90 + 29, 41 * sizeof(float)), 0) << "row " << i;
-  }
+  const testing::DeviceWeights dw = testing::UploadWeights(backend(), tw);
+  const WeightMatrix slice = dw.w.RowSlice(29, 41);
+  testing::DeviceTensor x = testing::UploadF32(backend(), testing::RandomFloats(37 * 512, 43), 37, 512);
+  testing::DeviceTensor full = testing::AllocTensor(backend(), DType::kF32, 37, 90);
+  testing::DeviceTensor part = testing::AllocTensor(backend(), DType::kF32, 37, 41);
+  ops().MatMul(x.view, dw.w, full.view);
+  for (int64_t i = 0; i < 37; ++i) ops().MatMul(x.view.Rows(i, 1), slice, part.view.Rows(i, 1));
+  EXPECT_TRUE(testing::BitwiseEqual(testing::DownloadF32(backend(), full.view.Cols(29, 41)),
+                                    testing::DownloadF32(backend(), part.view), 41));
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, MatMulInvarianceTest, testing::BackendValues(), testing::BackendParamName);
 
 }  // namespace
 }  // namespace g4

@@ -1,23 +1,22 @@
-// MatMul against a double-precision reference over every weight format the
-// backend supports, with sizes that are not multiples of any vector width or
-// tile. Both the matrix-vector path (few input rows) and the blocked GEMM
-// (many rows, K spanning several column tiles, N several row tiles) run.
+// MatMul against a double-precision reference over every weight format,
+// with sizes that are not multiples of any vector width or tile, on
+// contiguous and strided views. Both the matrix-vector path (few input rows)
+// and the blocked GEMM (many rows, K spanning several column tiles, N
+// several row tiles) run.
 #include <gtest/gtest.h>
 
-#include <cstdio>
+#include <cmath>
 #include <random>
-#include <string>
 #include <vector>
 
-#include "backend/ops.h"
 #include "backend_test_util.h"
-#include "test_util.h"
 
 namespace g4 {
 namespace {
 
-using testing::AllWithin;
 using testing::kEps;
+
+class MatMulTest : public testing::BackendTest {};
 
 // y = x W^T in double from the exact weight values, and per output an error
 // bound: float accumulation over K terms in kLanes >= 8 chains, then chain and
@@ -40,18 +39,23 @@ void Reference(const std::vector<float>& x, int64_t m, const testing::TestWeight
   }
 }
 
-void CheckMatMul(Ops& ops, const testing::TestWeights& tw, int64_t m, uint32_t seed) {
-  const std::vector<float> x = testing::RandomFloats(m * tw.w.cols, seed);
-  std::vector<float> y(m * tw.w.rows + 1, NAN);
-  y.back() = 12345.0f;  // guard: must stay untouched
-  ops.MatMul(x.data(), m, tw.w, y.data());
+// x and y strides: 0 = contiguous, else that many extra elements per row.
+void CheckMatMul(Backend& backend, const testing::TestWeights& tw, int64_t m, uint32_t seed, int64_t x_pad = 0,
+                 int64_t y_pad = 0) {
+  const int64_t k = tw.w.cols, n = tw.w.rows;
+  const std::vector<float> x = testing::RandomFloats(m * k, seed);
+  const testing::DeviceWeights dw = testing::UploadWeights(backend, tw);
+  testing::DeviceTensor dx = testing::UploadF32(backend, x, m, k, k + x_pad);
+  testing::DeviceTensor dy = testing::AllocTensor(backend, DType::kF32, m, n, n + y_pad);
+  backend.ops().MatMul(dx.view, dw.w, dy.view);
   std::vector<double> ref, tol;
   Reference(x, m, tw, &ref, &tol);
-  EXPECT_TRUE(AllWithin(ref, y.data(), tol, tw.w.rows)) << tw.w.Describe() << " m=" << m;
-  EXPECT_EQ(y.back(), 12345.0f) << "wrote past y";
+  EXPECT_TRUE(testing::AllWithin(ref, testing::DownloadF32(backend, dy.view), tol, n))
+      << tw.w.Describe() << " m=" << m << " pads " << x_pad << "," << y_pad;
+  EXPECT_TRUE(testing::GuardsIntact(backend, dy));
 }
 
-TEST(MatMulTest, TestWeightsAgreeWithDequantizeRow) {
+TEST(MatMulFixtureTest, TestWeightsAgreeWithDequantizeRow) {
   // The fixture's packing and io's reference semantics must agree, or the
   // references below would test the wrong thing.
   for (int bits : {2, 3, 4, 5, 6, 8}) {
@@ -64,21 +68,19 @@ TEST(MatMulTest, TestWeightsAgreeWithDequantizeRow) {
   }
 }
 
-TEST(MatMulTest, DenseAllDtypes) {
-  auto ops = MakeCpuOps();
+TEST_P(MatMulTest, DenseAllDtypes) {
   uint32_t seed = 1;
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (int64_t k : {1, 7, 64, 100, 999}) {
       for (int64_t n : {1, 5, 131, 300}) {
         const testing::TestWeights tw = testing::MakeDense(n, k, t, ++seed);
-        for (int64_t m : {1, 2, 3, 4, 5, 17, 64}) CheckMatMul(*ops, tw, m, ++seed);
+        for (int64_t m : {1, 2, 3, 4, 5, 17, 64}) CheckMatMul(backend(), tw, m, ++seed);
       }
     }
   }
 }
 
-TEST(MatMulTest, AffineAllBitsGroupsScaleTypes) {
-  auto ops = MakeCpuOps();
+TEST_P(MatMulTest, AffineAllBitsGroupsScaleTypes) {
   std::mt19937 rng(7);
   uint32_t seed = 100;
   for (int bits : {2, 3, 4, 5, 6, 8}) {
@@ -90,50 +92,67 @@ TEST(MatMulTest, AffineAllBitsGroupsScaleTypes) {
         const int64_t n_small = 1 + rng() % 7, n_large = 129 + rng() % 172;
         for (auto [k, n] : {std::pair{k_small, n_small}, std::pair{k_large, n_large}}) {
           const testing::TestWeights tw = testing::MakeAffine(n, k, bits, group, st, ++seed);
-          for (int64_t m : {1, 3, 4, 17}) CheckMatMul(*ops, tw, m, ++seed);
+          for (int64_t m : {1, 3, 4, 17}) CheckMatMul(backend(), tw, m, ++seed);
         }
       }
     }
   }
 }
 
-TEST(MatMulTest, ManyRowsUnevenSplits) {
-  // More input rows than one tile pass, N smaller than a row tile: the GEMM
-  // splits the rows across threads.
-  auto ops = MakeCpuOps();
-  const testing::TestWeights dense = testing::MakeDense(3, 333, DType::kBF16, 5);
-  CheckMatMul(*ops, dense, 203, 6);
-  const testing::TestWeights q4 = testing::MakeAffine(37, 1024, 4, 64, DType::kBF16, 7);
-  CheckMatMul(*ops, q4, 130, 8);
-  const testing::TestWeights q8 = testing::MakeAffine(300, 512, 8, 128, DType::kF16, 9);
-  CheckMatMul(*ops, q8, 66, 10);
-}
-
-TEST(MatMulTest, RowSliceView) {
-  // A RowSlice is a view into the middle of a matrix: results must match the
-  // corresponding rows of the full product.
-  auto ops = MakeCpuOps();
-  for (int bits : {3, 4, 8}) {
-    const testing::TestWeights tw = testing::MakeAffine(50, 256, bits, 32, DType::kBF16, 20 + bits);
-    const WeightMatrix slice = tw.w.RowSlice(13, 20);
-    for (int64_t m : {1, 9}) {
-      const std::vector<float> x = testing::RandomFloats(m * 256, 30 + m);
-      std::vector<float> full(m * 50), part(m * 20);
-      ops->MatMul(x.data(), m, tw.w, full.data());
-      ops->MatMul(x.data(), m, slice, part.data());
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t r = 0; r < 20; ++r) EXPECT_EQ(part[i * 20 + r], full[i * 50 + 13 + r]) << bits << " " << i << " " << r;
+TEST_P(MatMulTest, StridedInputsAndOutputs) {
+  // x a column slice of a wider activation, y written into a wider one: both
+  // paths, dense and affine.
+  uint32_t seed = 300;
+  const testing::TestWeights dense = testing::MakeDense(45, 77, DType::kBF16, ++seed);
+  const testing::TestWeights q4 = testing::MakeAffine(70, 256, 4, 64, DType::kBF16, ++seed);
+  const testing::TestWeights q3 = testing::MakeAffine(33, 384, 3, 128, DType::kF16, ++seed);
+  for (const testing::TestWeights* tw : {&dense, &q4, &q3}) {
+    for (int64_t m : {1, 2, 4, 5, 19}) {
+      CheckMatMul(backend(), *tw, m, ++seed, 13, 0);
+      CheckMatMul(backend(), *tw, m, ++seed, 0, 7);
+      CheckMatMul(backend(), *tw, m, ++seed, 64, 31);
     }
   }
 }
 
-TEST(MatMulTest, ZeroRowsIsANoOp) {
-  auto ops = MakeCpuOps();
-  const testing::TestWeights tw = testing::MakeDense(4, 8, DType::kF32, 1);
-  float y = 7.0f;
-  ops->MatMul(nullptr, 0, tw.w, &y);
-  EXPECT_EQ(y, 7.0f);
+TEST_P(MatMulTest, ManyRowsUnevenSplits) {
+  // More input rows than one tile pass, N smaller than a row tile: the GEMM
+  // splits the rows across threads.
+  CheckMatMul(backend(), testing::MakeDense(3, 333, DType::kBF16, 5), 203, 6);
+  CheckMatMul(backend(), testing::MakeAffine(37, 1024, 4, 64, DType::kBF16, 7), 130, 8);
+  CheckMatMul(backend(), testing::MakeAffine(300, 512, 8, 128, DType::kF16, 9), 66, 10, 5, 3);
 }
+
+TEST_P(MatMulTest, RowSliceView) {
+  // A RowSlice is a view into the middle of a matrix: results must match the
+  // corresponding rows of the full product.
+  for (int bits : {3, 4, 8}) {
+    const testing::TestWeights tw = testing::MakeAffine(50, 256, bits, 32, DType::kBF16, 20 + bits);
+    const testing::DeviceWeights dw = testing::UploadWeights(backend(), tw);
+    const WeightMatrix slice = dw.w.RowSlice(13, 20);
+    for (int64_t m : {1, 9}) {
+      const std::vector<float> x = testing::RandomFloats(m * 256, 30 + m);
+      testing::DeviceTensor dx = testing::UploadF32(backend(), x, m, 256);
+      testing::DeviceTensor full = testing::AllocTensor(backend(), DType::kF32, m, 50);
+      testing::DeviceTensor part = testing::AllocTensor(backend(), DType::kF32, m, 20);
+      ops().MatMul(dx.view, dw.w, full.view);
+      ops().MatMul(dx.view, slice, part.view);
+      const std::vector<float> f = testing::DownloadF32(backend(), full.view.Cols(13, 20));
+      EXPECT_TRUE(testing::BitwiseEqual(f, testing::DownloadF32(backend(), part.view), 20)) << bits << " m=" << m;
+    }
+  }
+}
+
+TEST_P(MatMulTest, ZeroRowsIsANoOp) {
+  const testing::TestWeights tw = testing::MakeDense(4, 8, DType::kF32, 1);
+  const testing::DeviceWeights dw = testing::UploadWeights(backend(), tw);
+  testing::DeviceTensor dx = testing::AllocTensor(backend(), DType::kF32, 0, 8);
+  testing::DeviceTensor dy = testing::AllocTensor(backend(), DType::kF32, 0, 4);
+  ops().MatMul(dx.view, dw.w, dy.view);
+  EXPECT_TRUE(testing::GuardsIntact(backend(), dy));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, MatMulTest, testing::BackendValues(), testing::BackendParamName);
 
 }  // namespace
 }  // namespace g4

@@ -16,6 +16,7 @@
 #include "io/safetensors.h"
 #include "model/gemma4_model.h"
 #include "tokenizer/tokenizer.h"
+#include "engine_test_util.h"
 #include "test_util.h"
 
 namespace g4 {
@@ -38,8 +39,8 @@ std::vector<T> Read(const SafetensorsFile& f, const std::string& name) {
 }
 
 TEST(DemoModel, FourBitLogitsFollowTheTrainedModel) {
-  auto ops = MakeCpuOps();
-  auto model = Gemma4Model::Load(DemoDir(), ops.get());
+  auto backend = MakeCpuBackend();
+  auto model = Gemma4Model::Load(DemoDir(), *backend);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const Gemma4Config& c = (*model)->config();
   // The architecture the demo exists to exercise: PLE, KV sharing, both layer types.
@@ -57,9 +58,9 @@ TEST(DemoModel, FourBitLogitsFollowTheTrainedModel) {
     const auto pos = Read<int32_t>(**golden, name + ".positions");
     const auto ref = Read<float>(**golden, name + ".logits");
     ASSERT_EQ(ref.size(), pos.size() * V);
-    std::vector<float> logits(ids.size() * V);
-    auto kv = SequenceKv::MakePlain(c);
-    ASSERT_TRUE((*model)->ForwardChunked(ids.data(), ids.size(), 128, *kv, logits.data(), true).ok());
+    auto solo = testing::RunSolo(**model, ids, 128);
+    ASSERT_TRUE(solo.ok()) << solo.status().ToString();
+    const std::vector<float>& logits = solo->logits;
     double kl = 0;
     for (size_t i = 0; i < pos.size(); ++i) {
       const float* p = &ref[i * V];

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <random>
 
-#include "backend/ops.h"
+#include "engine_test_util.h"
 #include "test_util.h"
 
 namespace g4 {
@@ -17,8 +17,8 @@ namespace {
 class PerplexityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ops_ = MakeCpuOps();
-    auto m = Gemma4Model::Load(testing::TestDataPath("models/tiny-e"), ops_.get());
+    backend_ = MakeCpuBackend();
+    auto m = Gemma4Model::Load(testing::TestDataPath("models/tiny-e"), *backend_);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     model_ = std::move(m).value();
     std::mt19937 rng(7);
@@ -35,9 +35,9 @@ class PerplexityTest : public ::testing::Test {
     for (int64_t w = 0; w + 1 <= static_cast<int64_t>(tokens_.size()) / ctx; ++w) {
       std::vector<int32_t> win(tokens_.begin() + w * ctx, tokens_.begin() + (w + 1) * ctx);
       win[0] = bos;
-      std::vector<float> logits(ctx * V);
-      auto kv = SequenceKv::MakePlain(model_->config());
-      EXPECT_TRUE(model_->Forward(win.data(), ctx, *kv, logits.data(), true).ok());
+      auto solo = testing::RunSolo(*model_, win, ctx);
+      EXPECT_TRUE(solo.ok()) << solo.status().ToString();
+      const std::vector<float> logits = solo.ok() ? solo->logits : std::vector<float>(ctx * V);
       for (int64_t p = ctx / 2; p <= ctx - 2; ++p) {
         const float* row = &logits[p * V];
         double m = row[0];
@@ -51,24 +51,34 @@ class PerplexityTest : public ::testing::Test {
     return sum / *count;
   }
 
-  std::unique_ptr<Ops> ops_;
+  std::unique_ptr<Engine> MakeEngine(const std::string& kv, int64_t chunk, int max_seqs = 4) {
+    EngineOptions o;
+    o.kv = kv;
+    o.max_step_tokens = chunk;
+    o.max_outputs = chunk;
+    o.max_seqs = max_seqs;
+    o.kv_budget_bytes = size_t{32} << 20;
+    auto e = Engine::Create(*model_, o);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? std::move(e).value() : nullptr;
+  }
+
+  std::unique_ptr<Backend> backend_;
   std::unique_ptr<Gemma4Model> model_;
   std::vector<int32_t> tokens_;
 };
 
 TEST_F(PerplexityTest, MatchesDirectComputationForEveryChunking) {
-  auto plain = KvScheme::Parse("plain");
-  ASSERT_TRUE(plain.ok());
   int64_t count = 0;
   const double direct = DirectMeanNll(48, 2, &count);
   ASSERT_EQ(count, 4 * (48 - 1 - 24));  // 203 tokens: 4 windows of 48
   for (int64_t chunk : {48, 24, 7, 1}) {
     PerplexityOptions o;
     o.ctx = 48;
-    o.chunk = chunk;
     o.bos_id = 2;
     int64_t calls = 0;
-    auto st = ComputePerplexity(*model_, tokens_, *plain, nullptr, o, [&](int64_t, const PerplexityStats&) { ++calls; });
+    auto engine = MakeEngine("plain", chunk);
+    auto st = ComputePerplexity(*engine, nullptr, tokens_, o, [&](int64_t, const PerplexityStats&) { ++calls; });
     ASSERT_TRUE(st.ok()) << st.status().ToString();
     EXPECT_EQ(st->windows, 4);
     EXPECT_EQ(calls, 4);
@@ -81,21 +91,18 @@ TEST_F(PerplexityTest, MatchesDirectComputationForEveryChunking) {
 }
 
 TEST_F(PerplexityTest, KlAgainstItselfIsZeroAndAgainstQuantizedCachesSmallButPositive) {
-  auto plain = KvScheme::Parse("plain");
-  auto q4 = KvScheme::Parse("affine:4:32");
-  ASSERT_TRUE(plain.ok() && q4.ok());
+  auto plain = MakeEngine("plain", 16), plain_ref = MakeEngine("plain", 16), q4 = MakeEngine("affine:4:32", 16);
   PerplexityOptions o;
   o.ctx = 64;
-  o.chunk = 16;
   o.bos_id = 2;
-  auto same = ComputePerplexity(*model_, tokens_, *plain, &*plain, o);
+  auto same = ComputePerplexity(*plain, plain_ref.get(), tokens_, o);
   ASSERT_TRUE(same.ok());
   EXPECT_TRUE(same->has_reference);
   EXPECT_NEAR(same->MeanKl(), 0.0, 1e-9);
   EXPECT_EQ(same->top1_agree, same->count);
   EXPECT_DOUBLE_EQ(same->RefPpl(), same->Ppl());
 
-  auto quant = ComputePerplexity(*model_, tokens_, *q4, &*plain, o);
+  auto quant = ComputePerplexity(*q4, plain_ref.get(), tokens_, o);
   ASSERT_TRUE(quant.ok()) << quant.status().ToString();
   EXPECT_GT(quant->MeanKl(), 1e-6);
   EXPECT_LT(quant->MeanKl(), 1.0);
@@ -109,20 +116,16 @@ TEST_F(PerplexityTest, WindowCountsAndErrors) {
   EXPECT_EQ(PerplexityWindows(203, o), 4);
   o.max_windows = 2;
   EXPECT_EQ(PerplexityWindows(203, o), 2);
-  auto plain = KvScheme::Parse("plain");
-  ASSERT_TRUE(plain.ok());
+  auto plain = MakeEngine("plain", 50);
   o.max_windows = 0;
   o.ctx = 500;  // longer than the text
-  EXPECT_EQ(ComputePerplexity(*model_, tokens_, *plain, nullptr, o).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ComputePerplexity(*plain, nullptr, tokens_, o).status().code(), StatusCode::kInvalidArgument);
   o.ctx = 2;
-  EXPECT_EQ(ComputePerplexity(*model_, tokens_, *plain, nullptr, o).status().code(), StatusCode::kInvalidArgument);
-  o.ctx = 50;
-  o.chunk = 0;
-  EXPECT_EQ(ComputePerplexity(*model_, tokens_, *plain, nullptr, o).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ComputePerplexity(*plain, nullptr, tokens_, o).status().code(), StatusCode::kInvalidArgument);
   std::vector<int32_t> bad = tokens_;
   bad[60] = model_->vocab_size();  // out of the vocabulary
-  o.chunk = 50;
-  EXPECT_FALSE(ComputePerplexity(*model_, bad, *plain, nullptr, o).ok());
+  o.ctx = 50;
+  EXPECT_FALSE(ComputePerplexity(*plain, nullptr, bad, o).ok());
 }
 
 }  // namespace

@@ -12,11 +12,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "backend/ops.h"
 #include "core/float16.h"
 #include "io/safetensors.h"
 #include "io/weight_matrix.h"
 #include "model/gemma4_model.h"
+#include "engine_test_util.h"
 #include "test_util.h"
 
 namespace g4 {
@@ -182,14 +182,14 @@ struct GoldenRun {
 
 // Quantizes testdata/models/NAME into OUT and runs the golden "long" prompt.
 GoldenRun RunGolden(const std::string& name, const std::string& out, int bits, std::unique_ptr<Gemma4Model>* keep,
-                    std::unique_ptr<Ops>* ops) {
+                    std::unique_ptr<Backend>* backend) {
   GoldenRun run;
   const std::string src = testing::TestDataPath("models/" + name);
   auto r = QuantizeCheckpoint(src, out, {bits, 64});
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (!r.ok()) return run;
-  *ops = MakeCpuOps();
-  auto m = Gemma4Model::Load(out, ops->get());
+  *backend = MakeCpuBackend();
+  auto m = Gemma4Model::Load(out, **backend);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   if (!m.ok()) return run;
   *keep = std::move(m).value();
@@ -199,9 +199,10 @@ GoldenRun RunGolden(const std::string& name, const std::string& out, int bits, s
   if (!g.ok()) return run;
   const std::vector<int32_t> ids = Ints(**g, "long.ids");
   const std::vector<float> ref = Floats(**g, "long.logits");
-  std::vector<float> got(ids.size() * model.vocab_size());
-  auto kv = SequenceKv::MakePlain(model.config());
-  EXPECT_TRUE(model.ForwardChunked(ids.data(), ids.size(), 16, *kv, got.data(), true).ok());
+  auto solo = testing::RunSolo(model, ids, 16);
+  EXPECT_TRUE(solo.ok()) << solo.status().ToString();
+  if (!solo.ok()) return run;
+  const std::vector<float>& got = solo->logits;
   run.stats = CompareLogits(ref, got, model.vocab_size());
   for (size_t i = 0; i < ref.size(); ++i) run.mean_abs += std::fabs(ref[i] - got[i]);
   run.mean_abs /= std::max<size_t>(1, ref.size());
@@ -219,7 +220,7 @@ class FixtureTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FixtureTest, EightBitIsCloseAndFourBitIsBoundedAgainstTheOriginalsGolden) {
   const std::string tmp = testing::MakeTempDir();
-  std::unique_ptr<Ops> ops8, ops4;
+  std::unique_ptr<Backend> ops8, ops4;
   std::unique_ptr<Gemma4Model> m8, m4;
   const GoldenRun q8 = RunGolden(GetParam(), tmp + "/q8", 8, &m8, &ops8);
   const GoldenRun q4 = RunGolden(GetParam(), tmp + "/q4", 4, &m4, &ops4);
@@ -264,8 +265,8 @@ TEST(QuantizeCheckpoint, MoeExpertsAreSplitAndTheRouterStaysAtEightBits) {
 TEST(QuantizeCheckpoint, DequantizedWeightsStayNearTheOriginals) {
   const std::string out = testing::MakeTempDir() + "/q4";
   ASSERT_TRUE(QuantizeCheckpoint(testing::TestDataPath("models/tiny-e"), out, {4, 64}).ok());
-  auto ops = MakeCpuOps();
-  auto model = Gemma4Model::Load(out, ops.get());
+  auto backend = MakeCpuBackend();
+  auto model = Gemma4Model::Load(out, *backend);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   auto orig = Checkpoint::Open(testing::TestDataPath("models/tiny-e"));
   ASSERT_TRUE(orig.ok());

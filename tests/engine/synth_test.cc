@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/ops.h"
 #include "core/mapped_file.h"
 #include "io/config.h"
 #include "model/gemma4_model.h"
+#include "engine_test_util.h"
 #include "test_util.h"
 
 namespace g4 {
@@ -186,17 +186,18 @@ class SynthTinyTest : public ::testing::Test {
 
   static void LoadAndRun(const std::string& dir) {
     ASSERT_FALSE(dir.empty());
-    auto ops = MakeCpuOps();
-    auto model = Gemma4Model::Load(dir, ops.get());
+    auto backend = MakeCpuBackend();
+    auto model = Gemma4Model::Load(dir, *backend);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     const Gemma4Config& c = (*model)->config();
     EXPECT_EQ(c.vocab_size, kVocab);
     EXPECT_EQ((*model)->vocab_size(), kVocab);
     const std::vector<int32_t> ids = {2, 818, 5279, 3, 262143, 106};
-    auto kv = SequenceKv::MakePlain(c);
-    std::vector<float> logits(ids.size() * kVocab, NAN);
-    Status s = (*model)->ForwardChunked(ids.data(), ids.size(), 4, *kv, logits.data(), true);
-    ASSERT_TRUE(s.ok()) << s.ToString();
+    // The prompt in chunks of 4, then one decode step (greedy).
+    auto solo = testing::RunSolo(**model, ids, 4, /*greedy=*/2);
+    ASSERT_TRUE(solo.ok()) << solo.status().ToString();
+    ASSERT_EQ(solo->logits.size(), (ids.size() + 1) * kVocab);
+    const std::vector<float> logits(solo->logits.begin(), solo->logits.begin() + ids.size() * kVocab);
     double sum = 0, sum_sq = 0;
     for (size_t i = 0; i < logits.size(); ++i) {
       ASSERT_TRUE(std::isfinite(logits[i])) << "logit " << i << " of " << dir;
@@ -206,12 +207,8 @@ class SynthTinyTest : public ::testing::Test {
     }
     const double var = sum_sq / logits.size() - (sum / logits.size()) * (sum / logits.size());
     EXPECT_GT(var, 1e-6) << "logits are constant: weights did not reach the output";
-    // One more decode step from the cached state.
-    std::vector<float> row(kVocab);
-    int32_t next = 17;
-    s = (*model)->Forward(&next, 1, *kv, row.data(), false);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    for (float v : row) ASSERT_TRUE(std::isfinite(v));
+    // The decode step from the cached state.
+    for (size_t i = ids.size() * kVocab; i < solo->logits.size(); ++i) ASSERT_TRUE(std::isfinite(solo->logits[i]));
   }
 
   static std::string* root_;
@@ -247,8 +244,8 @@ TEST_F(SynthTinyTest, MoeBf16LoadsAndRuns) { LoadAndRun(Make("tiny-moe", "bf16")
 TEST_F(SynthTinyTest, MoeQ4LoadsAndRuns) { LoadAndRun(Make("tiny-moe", "q4")); }
 
 TEST_F(SynthTinyTest, LayoutsAreHuggingFaceAndMlx) {
-  auto ops = MakeCpuOps();
-  auto hf = Gemma4Model::Load(Make("tiny", "bf16"), ops.get());
+  auto backend = MakeCpuBackend();
+  auto hf = Gemma4Model::Load(Make("tiny", "bf16"), *backend);
   ASSERT_TRUE(hf.ok()) << hf.status().ToString();
   EXPECT_EQ((*hf)->weights().prefix(), "model.language_model.");
   EXPECT_FALSE((*hf)->weights().embed_tokens.is_affine());
@@ -257,7 +254,7 @@ TEST_F(SynthTinyTest, LayoutsAreHuggingFaceAndMlx) {
   EXPECT_EQ((*hf)->weights().checkpoint().Find("model.language_model.layers.4.self_attn.k_proj.weight"), nullptr);
   EXPECT_NE((*hf)->weights().checkpoint().Find("model.language_model.layers.3.self_attn.k_proj.weight"), nullptr);
 
-  auto mlx = Gemma4Model::Load(Make("tiny", "q4"), ops.get());
+  auto mlx = Gemma4Model::Load(Make("tiny", "q4"), *backend);
   ASSERT_TRUE(mlx.ok()) << mlx.status().ToString();
   const Gemma4Weights& w = (*mlx)->weights();
   EXPECT_EQ(w.prefix(), "language_model.model.");
@@ -267,19 +264,19 @@ TEST_F(SynthTinyTest, LayoutsAreHuggingFaceAndMlx) {
   EXPECT_FALSE(w.layers[0].per_layer_projection.is_affine());  // input P = 32 does not
   EXPECT_TRUE(w.layers[0].q_proj.is_affine());
 
-  auto f32 = Gemma4Model::Load(Make("tiny", "f32"), ops.get());
+  auto f32 = Gemma4Model::Load(Make("tiny", "f32"), *backend);
   ASSERT_TRUE(f32.ok()) << f32.status().ToString();
   EXPECT_EQ((*f32)->weights().embed_tokens.dtype, DType::kF32);
 
-  auto moe = Gemma4Model::Load(Make("tiny-moe", "q4"), ops.get());
+  auto moe = Gemma4Model::Load(Make("tiny-moe", "q4"), *backend);
   ASSERT_TRUE(moe.ok()) << moe.status().ToString();
   EXPECT_EQ((*moe)->weights().layers[0].router_proj.bits, 8);  // mlx-lm's router override
   EXPECT_EQ((*moe)->weights().layers[0].expert_gate[0].bits, 4);
 }
 
 TEST_F(SynthTinyTest, AffineValuesHaveTheIntendedSpread) {
-  auto ops = MakeCpuOps();
-  auto m = Gemma4Model::Load(Make("tiny", "q4"), ops.get());
+  auto backend = MakeCpuBackend();
+  auto m = Gemma4Model::Load(Make("tiny", "q4"), *backend);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   const WeightMatrix& q = (*m)->weights().layers[1].q_proj;
   std::vector<float> row(q.cols);
@@ -377,8 +374,9 @@ TEST_F(SynthTinyTest, BenchReportsEveryMetric) {
   EXPECT_EQ(j["checkpoint_bytes"].get<double>(), std::filesystem::file_size(dir + "/model.safetensors"));
   // Tiny at context 18 (< window 64): sliding layers 0, 1, 3 and shared 4
   // (reading donor 3) read 2 heads x 64; full layer 2 and shared 5 (reading
-  // donor 2) read 2 heads x 128. K and V, float32.
-  const double sliding = 18.0 * 2 * 2 * 64 * 4, full = 18.0 * 2 * 2 * 128 * 4;
+  // donor 2) read 2 heads x 128. K and V, bf16 (bench's default KV).
+  EXPECT_EQ(j["kv"], "plain:bf16");
+  const double sliding = 18.0 * 2 * 2 * 64 * 2, full = 18.0 * 2 * 2 * 128 * 2;
   EXPECT_EQ(j["kv_bytes_per_token"].get<double>(), 4 * sliding + 2 * full);
   // A decode step reads at least the tied head (the whole quantized embedding).
   EXPECT_GT(j["weight_bytes_per_token"].get<double>(), kVocab * 256 * 0.5);

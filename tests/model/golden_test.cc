@@ -8,9 +8,8 @@
 #include <functional>
 #include <cstring>
 
-#include "backend/ops.h"
 #include "io/safetensors.h"
-#include "model/gemma4_model.h"
+#include "model/model_runner.h"
 #include "test_util.h"
 
 namespace g4 {
@@ -40,30 +39,28 @@ class GoldenTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     dir_ = testing::TestDataPath("models/" + GetParam());
-    ops_ = MakeCpuOps();
-    auto m = Gemma4Model::Load(dir_, ops_.get());
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::move(m).value();
+    runner_ = std::make_unique<testing::ModelRunner>(GetParam(), "plain", /*block_size=*/4, /*max_rows=*/64);
+    ASSERT_TRUE(runner_->ok());
     auto g = SafetensorsFile::Open(dir_ + "/golden.safetensors");
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     golden_.file = std::move(g).value();
   }
 
-  std::vector<float> Prefill(const std::vector<int32_t>& ids, int64_t chunk, SequenceKv* kv = nullptr) {
-    std::unique_ptr<SequenceKv> own;
-    if (!kv) {
-      own = SequenceKv::MakePlain(model_->config());
-      kv = own.get();
-    }
-    std::vector<float> logits(ids.size() * model_->vocab_size());
-    Status s = model_->ForwardChunked(ids.data(), ids.size(), chunk, *kv, logits.data(), true);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    return logits;
+  std::vector<float> Prefill(const std::vector<int32_t>& ids, int64_t chunk) {
+    KvSeq seq = runner_->pool().NewSequence();
+    auto logits = runner_->Prefill(seq, ids, chunk);
+    EXPECT_TRUE(logits.ok()) << logits.status().ToString();
+    return logits.ok() ? *logits : std::vector<float>();
+  }
+  // The last row of a step over `ids` for `seq`.
+  std::vector<float> Last(KvSeq& seq, std::vector<int32_t> ids) {
+    auto rows = runner_->Step({{&seq, std::move(ids), false}});
+    EXPECT_TRUE(rows.ok()) << rows.status().ToString();
+    return rows.ok() ? (*rows)[0] : std::vector<float>();
   }
 
   std::string dir_;
-  std::unique_ptr<Ops> ops_;
-  std::unique_ptr<Gemma4Model> model_;
+  std::unique_ptr<testing::ModelRunner> runner_;
   Golden golden_;
 };
 
@@ -71,8 +68,8 @@ TEST_P(GoldenTest, PromptLogitsMatchTransformers) {
   for (const char* c : {"short", "long"}) {
     const auto ids = golden_.Ids(std::string(c) + ".ids");
     const auto want = golden_.Floats(std::string(c) + ".logits");
-    ASSERT_EQ(want.size(), ids.size() * model_->vocab_size());
-    const auto got = Prefill(ids, 1 << 20);
+    ASSERT_EQ(want.size(), ids.size() * runner_->vocab());
+    const auto got = Prefill(ids, 64);
     auto m = testing::Compare(want.data(), got.data(), want.size(), 1e-3);
     EXPECT_TRUE(m.ok) << c << ": " << m.ToString();
     RecordProperty(std::string(c) + "_max_abs_diff", std::to_string(m.max_abs_diff));
@@ -84,10 +81,10 @@ TEST_P(GoldenTest, GreedyDecodeMatchesTransformers) {
   const auto ids = golden_.Ids("long.ids");
   const auto want_ids = golden_.Ids("long.greedy_ids");
   const auto want_logits = golden_.Floats("long.greedy_logits");
-  const int64_t V = model_->vocab_size();
-  auto kv = SequenceKv::MakePlain(model_->config());
-  std::vector<float> logits(V);
-  ASSERT_TRUE(model_->Forward(ids.data(), ids.size(), *kv, logits.data(), false).ok());
+  const int64_t V = runner_->vocab();
+  KvSeq seq = runner_->pool().NewSequence();
+  std::vector<float> logits = Last(seq, ids);
+  ASSERT_EQ(static_cast<int64_t>(logits.size()), V);
   double worst = 0;
   for (size_t step = 0; step < want_ids.size(); ++step) {
     auto m = testing::Compare(&want_logits[step * V], logits.data(), V, 1e-3);
@@ -95,18 +92,19 @@ TEST_P(GoldenTest, GreedyDecodeMatchesTransformers) {
     worst = std::max(worst, m.max_abs_diff);
     const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     ASSERT_EQ(next, want_ids[step]) << "greedy token differs at step " << step;
-    ASSERT_TRUE(model_->Forward(&next, 1, *kv, logits.data(), false).ok());
+    logits = Last(seq, {next});
   }
   std::printf("[ %s greedy ] max |dlogit| = %.3g over %zu steps\n", GetParam().c_str(), worst, want_ids.size());
 }
 
 TEST_P(GoldenTest, ChunkedPrefillEqualsSinglePass) {
   const auto ids = golden_.Ids("long.ids");
-  const auto whole = Prefill(ids, 1 << 20);
+  const auto whole = Prefill(ids, 64);
   for (int64_t chunk : {1, 3, 8}) {
     const auto got = Prefill(ids, chunk);
-    auto m = testing::Compare(whole.data(), got.data(), whole.size(), 1e-5, 1e-5);
-    EXPECT_TRUE(m.ok) << "chunk " << chunk << ": " << m.ToString();
+    ASSERT_EQ(got.size(), whole.size());
+    EXPECT_EQ(0, std::memcmp(whole.data(), got.data(), whole.size() * sizeof(float)))
+        << "chunk " << chunk << ": not bit-identical to a single pass";
   }
 }
 
@@ -114,18 +112,15 @@ TEST_P(GoldenTest, TeacherForcedDecodeEqualsPrefill) {
   // Prefill the first 20 tokens, then feed the rest one at a time through the
   // cache; every row must equal the single-pass prefill of the whole prompt.
   const auto ids = golden_.Ids("long.ids");
-  const int64_t V = model_->vocab_size();
-  const auto whole = Prefill(ids, 1 << 20);
-  auto kv = SequenceKv::MakePlain(model_->config());
-  std::vector<float> logits(V);
+  const int64_t V = runner_->vocab();
+  const auto whole = Prefill(ids, 64);
+  KvSeq seq = runner_->pool().NewSequence();
   const size_t head = 20;
-  ASSERT_TRUE(model_->Forward(ids.data(), head, *kv, logits.data(), false).ok());
-  auto m = testing::Compare(&whole[(head - 1) * V], logits.data(), V, 1e-5, 1e-5);
-  EXPECT_TRUE(m.ok) << m.ToString();
+  std::vector<float> logits = Last(seq, std::vector<int32_t>(ids.begin(), ids.begin() + head));
+  EXPECT_EQ(0, std::memcmp(&whole[(head - 1) * V], logits.data(), V * sizeof(float)));
   for (size_t i = head; i < ids.size(); ++i) {
-    ASSERT_TRUE(model_->Forward(&ids[i], 1, *kv, logits.data(), false).ok());
-    auto mi = testing::Compare(&whole[i * V], logits.data(), V, 1e-5, 1e-5);
-    EXPECT_TRUE(mi.ok) << "position " << i << ": " << mi.ToString();
+    logits = Last(seq, {ids[i]});
+    EXPECT_EQ(0, std::memcmp(&whole[i * V], logits.data(), V * sizeof(float))) << "position " << i;
   }
 }
 
@@ -135,11 +130,11 @@ TEST_P(GoldenTest, Float32AgreesWithBf16Reference) {
   // spread, and the same top token wherever the bf16 run's top-2 gap is
   // wider than the envelope.
   if (!golden_.file->Find("short.logits_bf16")) GTEST_SKIP() << "no bf16 golden for this model";
-  const int64_t V = model_->vocab_size();
+  const int64_t V = runner_->vocab();
   for (const char* c : {"short", "long"}) {
     const auto ids = golden_.Ids(std::string(c) + ".ids");
     const auto want = golden_.Floats(std::string(c) + ".logits_bf16");
-    const auto got = Prefill(ids, 1 << 20);
+    const auto got = Prefill(ids, 64);
     double diff2 = 0, norm2 = 0;
     for (size_t i = 0; i < want.size(); ++i) {
       diff2 += (got[i] - want[i]) * (got[i] - want[i]);
@@ -164,13 +159,12 @@ TEST_P(GoldenTest, Float32AgreesWithBf16Reference) {
 }
 
 TEST_P(GoldenTest, OutOfVocabularyIdIsRejected) {
-  auto kv = SequenceKv::MakePlain(model_->config());
-  std::vector<float> logits(model_->vocab_size());
-  const int32_t bad[] = {1, model_->vocab_size()};
-  Status s = model_->Forward(bad, 2, *kv, logits.data(), false);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("outside the vocabulary"), std::string::npos) << s.message();
-  EXPECT_EQ(kv->position(), 0);
+  KvSeq seq = runner_->pool().NewSequence();
+  auto rows = runner_->Step({{&seq, {1, static_cast<int32_t>(runner_->vocab())}, false}});
+  ASSERT_FALSE(rows.ok());
+  EXPECT_EQ(rows.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(rows.status().message().find("outside the vocabulary"), std::string::npos) << rows.status().message();
+  EXPECT_EQ(seq.length(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,

@@ -5,8 +5,7 @@
 
 #include <cmath>
 
-#include "backend/ops.h"
-#include "model/gemma4_model.h"
+#include "model/model_runner.h"
 #include "test_util.h"
 
 namespace g4 {
@@ -19,15 +18,15 @@ std::vector<double> Row(const WeightMatrix& w, int64_t r) {
 }
 
 void ExpectPleMatchesReference(const std::string& name) {
-  auto ops = MakeCpuOps();
-  auto m = Gemma4Model::Load(testing::TestDataPath("models/" + name), ops.get());
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  Gemma4Model& model = **m;
+  testing::ModelRunner runner(name);
+  ASSERT_TRUE(runner.ok());
+  Gemma4Model& model = runner.model();
   const Gemma4Config& c = model.config();
   const Gemma4Weights& w = model.weights();
   const std::vector<int32_t> ids = {3, 250, 17, 511, 0};
-  std::vector<float> got;
-  ASSERT_TRUE(model.PerLayerInputs(ids.data(), ids.size(), &got).ok());
+  auto per_layer = model.PerLayerInputs(ids);
+  ASSERT_TRUE(per_layer.ok()) << per_layer.status().ToString();
+  const std::vector<float>& got = *per_layer;
   const int64_t H = c.hidden_size, P = c.hidden_size_per_layer_input, N = c.num_hidden_layers;
   ASSERT_EQ(got.size(), ids.size() * N * P);
   double worst = 0;
@@ -65,55 +64,29 @@ TEST(Ple, MatchesFloat64Reference) {
   ExpectPleMatchesReference("tiny-e2");
 }
 
-// Counts appends, forwarding to the real cache.
-class CountingCache : public LayerCache {
- public:
-  explicit CountingCache(std::unique_ptr<LayerCache> inner) : inner_(std::move(inner)) {}
-  KvView AppendAndView(const float* k, const float* v, const int32_t* pos, int64_t n) override {
-    ++appends;
-    return inner_->AppendAndView(k, v, pos, n);
-  }
-  int64_t offset() const override { return inner_->offset(); }
-  size_t allocated_bytes() const override { return inner_->allocated_bytes(); }
-  size_t bytes_per_token() const override { return inner_->bytes_per_token(); }
-  std::string signature() const override { return inner_->signature(); }
-  int appends = 0;
-
- private:
-  std::unique_ptr<LayerCache> inner_;
-};
-
-TEST(KvSharing, SharedLayersOwnNoCacheAndReadTheirDonor) {
-  auto ops = MakeCpuOps();
+TEST(KvSharing, SharedLayersReadTheirDonorsStorage) {
   for (const char* name : {"tiny-e", "tiny-e2"}) {
-    auto m = Gemma4Model::Load(testing::TestDataPath(std::string("models/") + name), ops.get());
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    const Gemma4Config& c = (*m)->config();
-    auto kv = SequenceKv::MakePlain(c);
-    std::vector<CountingCache*> spies(c.num_hidden_layers, nullptr);
+    testing::ModelRunner runner(name);
+    ASSERT_TRUE(runner.ok());
+    const Gemma4Config& c = runner.model().config();
+    KvStepTables none;
+    int shared = 0;
     for (int l = 0; l < c.num_hidden_layers; ++l) {
       const LayerGeometry& g = c.layers[l];
-      if (g.kv_shared) {
-        EXPECT_EQ(kv->layer(l), nullptr) << name << " layer " << l;
-        ASSERT_GE(g.donor, 0);
-        ASSERT_LT(g.donor, c.first_kv_shared_layer());
-        EXPECT_FALSE(c.layers[g.donor].kv_shared);
-        EXPECT_EQ(c.layers[g.donor].type, g.type);
-        // The donor is the last non-shared layer of the same type.
-        for (int j = g.donor + 1; j < c.first_kv_shared_layer(); ++j) EXPECT_NE(c.layers[j].type, g.type);
-      } else {
-        ASSERT_NE(kv->layer(l), nullptr);
-        auto spy = std::make_unique<CountingCache>(kv->ReleaseLayer(l));
-        spies[l] = spy.get();
-        kv->ReplaceLayer(l, std::move(spy));
-      }
+      if (!g.kv_shared) continue;
+      ++shared;
+      ASSERT_GE(g.donor, 0);
+      ASSERT_LT(g.donor, c.first_kv_shared_layer());
+      EXPECT_FALSE(c.layers[g.donor].kv_shared);
+      EXPECT_EQ(c.layers[g.donor].type, g.type);
+      // The donor is the last non-shared layer of the same type.
+      for (int j = g.donor + 1; j < c.first_kv_shared_layer(); ++j) EXPECT_NE(c.layers[j].type, g.type);
+      // It owns no storage: its K/V is the donor's, the same bytes.
+      const PagedKv mine = runner.pool().LayerKv(l, none), donor = runner.pool().LayerKv(g.donor, none);
+      EXPECT_EQ(mine.store[0].records, donor.store[0].records) << name << " layer " << l;
+      EXPECT_EQ(runner.pool().group_of_layer(l), runner.pool().group_of_layer(g.donor));
     }
-    const int32_t ids[] = {5, 6, 7, 8};
-    std::vector<float> logits(c.vocab_size);
-    ASSERT_TRUE((*m)->Forward(ids, 4, *kv, logits.data(), false).ok());
-    ASSERT_TRUE((*m)->Forward(ids, 1, *kv, logits.data(), false).ok());
-    for (int l = 0; l < c.num_hidden_layers; ++l)
-      if (spies[l]) EXPECT_EQ(spies[l]->appends, 2) << name << " layer " << l;
+    EXPECT_EQ(shared, c.num_kv_shared_layers) << name;
   }
 }
 

@@ -1,88 +1,137 @@
 // CpuOps: the Ops implementation for the host CPU. Checks the invariants the
-// graph must uphold (shapes, supported formats; the loader has already
-// turned bad files into Status errors) and dispatches to the kernels.
+// graph must uphold (shapes, dtypes, supported formats, ids in range; the
+// loader has already turned bad files into Status errors) and dispatches to
+// the kernels (kernels.h, kv_kernels.h). Every op has finished when it
+// returns.
+#include <cstring>
 #include <memory>
+#include <vector>
 
+#include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/kernels.h"
-#include "backend/ops.h"
+#include "backend/cpu/kv_kernels.h"
+#include "backend/moe_route.h"
 #include "core/check.h"
 
-namespace g4 {
+namespace g4::cpu {
 namespace {
 
-void CheckWeight(const WeightMatrix& w) {
-  if (w.is_affine()) {
-    G4_CHECK_MSG(w.bits == 2 || w.bits == 3 || w.bits == 4 || w.bits == 5 || w.bits == 6 || w.bits == 8,
-                 "[cpu] affine bit width must be 2, 3, 4, 5, 6 or 8");
-    G4_CHECK_MSG(w.group_size == 32 || w.group_size == 64 || w.group_size == 128,
-                 "[cpu] affine group size must be 32, 64 or 128");
-    G4_CHECK_MSG(w.cols % w.group_size == 0, "[cpu] affine columns must be whole groups");
-    G4_CHECK_MSG(w.scale_dtype == DType::kBF16 || w.scale_dtype == DType::kF16 ||
-                     w.scale_dtype == DType::kF32,
-                 "[cpu] affine scales must be BF16, F16 or F32");
-    G4_CHECK(w.rows == 0 || (w.codes && w.scales && w.biases));
-  } else {
-    G4_CHECK_MSG(w.dtype == DType::kF32 || w.dtype == DType::kBF16 || w.dtype == DType::kF16,
-                 "[cpu] dense weights must be F32, BF16 or F16");
-    G4_CHECK(w.rows == 0 || w.cols == 0 || w.data);
-  }
-  G4_CHECK(w.rows >= 0 && w.cols >= 0);
+void CheckF32(const TensorView& v, const char* what) {
+  G4_CHECK_MSG(v.dtype == DType::kF32, what);
+  G4_CHECK_MSG(v.rows >= 0 && v.cols >= 0 && (v.rows <= 1 || v.stride >= v.cols), what);
+  G4_CHECK_MSG(v.elements() == 0 || v.data != nullptr, what);
 }
 
 class CpuOps final : public Ops {
  public:
-  void MatMul(const float* x, int64_t m_rows, const WeightMatrix& w, float* y) override {
-    CheckWeight(w);
-    G4_CHECK(m_rows >= 0);
-    if (m_rows == 0 || w.rows == 0) return;
-    if (m_rows <= cpu::kGemvMaxRows) {
-      if (w.is_affine()) {
-        cpu::GemvAffine(x, m_rows, w, y);
-      } else {
-        cpu::GemvDense(x, m_rows, w, y);
-      }
-    } else {
-      cpu::Gemm(x, m_rows, w, y);
+  void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y) override {
+    CheckF32(x, "[cpu] MatMul: x must be an F32 view");
+    CheckF32(y, "[cpu] MatMul: y must be an F32 view");
+    G4_CHECK_MSG(x.cols == w.cols && y.cols == w.rows && x.rows == y.rows, "[cpu] MatMul: shapes do not match W");
+    if (x.rows == 0 || w.rows == 0) {
+      CheckWeight(w);
+      return;
+    }
+    cpu::MatMul(x.f32(), x.rows > 1 ? x.stride : x.cols, x.rows, w, y.f32(), y.rows > 1 ? y.stride : y.cols);
+  }
+
+  void Embed(const WeightMatrix& table, const int32_t* ids, float scale, const TensorView& out) override {
+    CheckWeight(table);
+    CheckF32(out, "[cpu] Embed: out must be an F32 view");
+    G4_CHECK_MSG(out.cols == table.cols, "[cpu] Embed: out width differs from the table's");
+    for (int64_t i = 0; i < out.rows; ++i)
+      G4_CHECK_MSG(ids[i] >= 0 && ids[i] < table.rows, "[cpu] Embed: token id out of range");
+    if (out.rows == 0) return;
+    cpu::Embed(table, ids, out.rows, scale, out.f32(), out.stride);
+  }
+
+  void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorView& y) override {
+    CheckF32(x, "[cpu] RmsNorm: x must be an F32 view");
+    CheckF32(y, "[cpu] RmsNorm: y must be an F32 view");
+    G4_CHECK_MSG(x.rows == y.rows && x.cols == y.cols && x.cols > 0, "[cpu] RmsNorm: shapes");
+    G4_CHECK_MSG(x.data != y.data || x.stride == y.stride || x.rows <= 1, "[cpu] RmsNorm: in place needs one layout");
+    if (x.rows == 0) return;
+    cpu::RmsNorm(x.f32(), x.stride, x.rows, x.cols, weight, eps, y.f32(), y.stride);
+  }
+
+  void Rope(const TensorView& x, int heads, int head_dim, const int32_t* positions,
+            const float* inv_freq) override {
+    CheckF32(x, "[cpu] Rope: x must be an F32 view");
+    G4_CHECK_MSG(head_dim > 0 && head_dim % 2 == 0, "[cpu] Rope: head_dim must be even");
+    G4_CHECK_MSG(heads >= 0 && x.cols == static_cast<int64_t>(heads) * head_dim,
+                 "[cpu] Rope: x width is not heads * head_dim");
+    if (x.rows == 0 || heads == 0) return;
+    cpu::Rope(x.f32(), x.stride, x.rows, heads, head_dim, positions, inv_freq);
+  }
+
+  void GeluMul(const TensorView& g, const TensorView& u, const TensorView& out) override { cpu::GeluMul(g, u, out); }
+  void Add(const TensorView& a, const TensorView& b, const TensorView& y) override { cpu::Add(a, b, y); }
+  void Scale(const TensorView& x, float s) override { cpu::Scale(x, s); }
+  void ScaleColumns(const TensorView& x, const float* col, float s, const TensorView& y) override {
+    cpu::ScaleColumns(x, col, s, y);
+  }
+  void Softcap(const TensorView& x, float cap) override { cpu::Softcap(x, cap); }
+
+  void Copy(const TensorView& src, const TensorView& dst) override {
+    G4_CHECK_MSG(src.dtype == dst.dtype && src.rows == dst.rows && src.cols == dst.cols,
+                 "[cpu] Copy: shapes or dtypes differ");
+    if (src.elements() == 0) return;
+    const size_t row_bytes = src.cols * src.element_bytes();
+    if (src.contiguous() && dst.contiguous()) {
+      std::memcpy(dst.data, src.data, src.rows * row_bytes);
+      return;
+    }
+    for (int64_t r = 0; r < src.rows; ++r) std::memcpy(dst.at(r, 0), src.at(r, 0), row_bytes);
+  }
+
+  void GatherRows(const TensorView& src, const int32_t* rows, const TensorView& dst) override {
+    G4_CHECK_MSG(src.dtype == dst.dtype && src.cols == dst.cols, "[cpu] GatherRows: widths or dtypes differ");
+    const size_t row_bytes = src.cols * src.element_bytes();
+    for (int64_t i = 0; i < dst.rows; ++i) {
+      G4_CHECK_MSG(rows[i] >= 0 && rows[i] < src.rows, "[cpu] GatherRows: row index out of range");
+      std::memcpy(dst.at(i, 0), src.at(rows[i], 0), row_bytes);
     }
   }
 
-  void Embed(const WeightMatrix& table, const int32_t* ids, int64_t n, float scale, float* out) override {
-    CheckWeight(table);
-    for (int64_t i = 0; i < n; ++i)
-      G4_CHECK_MSG(ids[i] >= 0 && ids[i] < table.rows, "[cpu] Embed: token id out of range");
-    cpu::Embed(table, ids, n, scale, out);
+  void MoeRoute(const TensorView& logits, int top_k, const float* per_expert_scale, const TensorView& ids,
+                const TensorView& weights) override {
+    CheckF32(logits, "[cpu] MoeRoute: logits must be an F32 view");
+    CheckF32(weights, "[cpu] MoeRoute: weights must be an F32 view");
+    G4_CHECK_MSG(ids.dtype == DType::kI32, "[cpu] MoeRoute: ids must be I32");
+    const int experts = static_cast<int>(logits.cols);
+    G4_CHECK_MSG(top_k >= 1 && top_k <= experts, "[cpu] MoeRoute: top_k outside [1, experts]");
+    G4_CHECK_MSG(ids.rows == logits.rows && weights.rows == logits.rows && ids.cols == top_k &&
+                     weights.cols == top_k,
+                 "[cpu] MoeRoute: ids and weights must be [T, top_k]");
+    route_prob_.resize(experts);
+    route_order_.resize(experts);
+    for (int64_t t = 0; t < logits.rows; ++t) {
+      RouteTopKInto(logits.f32() + t * logits.stride, experts, top_k, per_expert_scale, route_prob_.data(),
+                    route_order_.data(), ids.i32() + t * ids.stride, weights.f32() + t * weights.stride);
+    }
   }
 
-  void RmsNorm(const float* x, int64_t rows, int64_t d, const float* weight, float eps, float* y) override {
-    G4_CHECK(rows >= 0 && d > 0);
-    cpu::RmsNorm(x, rows, d, weight, eps, y);
+  void MoeExperts(const MoeExpertsArgs& args) override { cpu::MoeExperts(args); }
+
+  void KvWrite(const StepRows& rows, const PagedKv& kv, const TensorView& k, const TensorView& v) override {
+    cpu::KvWrite(rows, kv, k, v);
+  }
+  void PagedAttention(const PagedAttentionArgs& args) override { cpu::PagedAttention(args); }
+  void KvRecodeBlocks(const PagedKvStore& from, const PagedKvStore& to, int block_size,
+                      std::span<const int32_t> from_blocks, std::span<const int32_t> to_blocks,
+                      std::span<const int32_t> tokens) override {
+    cpu::KvRecodeBlocks(from, to, block_size, from_blocks, to_blocks, tokens);
   }
 
-  void Rope(float* x, int64_t tokens, int heads, int head_dim, const int32_t* positions,
-            const float* inv_freq) override {
-    G4_CHECK_MSG(head_dim > 0 && head_dim % 2 == 0, "[cpu] Rope: head_dim must be even");
-    G4_CHECK(tokens >= 0 && heads >= 0);
-    cpu::Rope(x, tokens, heads, head_dim, positions, inv_freq);
-  }
+  void SampleRows(const SampleArgs& args) override { cpu::SampleRows(args); }
 
-  void Attention(const AttentionArgs& a) override {
-    G4_CHECK(a.num_heads > 0 && a.num_kv_heads > 0 && a.head_dim > 0);
-    G4_CHECK_MSG(a.num_heads % a.num_kv_heads == 0, "[cpu] Attention: heads not a multiple of KV heads");
-    G4_CHECK_MSG(a.num_keys == 0 || a.kv_stride >= static_cast<int64_t>(a.num_kv_heads) * a.head_dim,
-                 "[cpu] Attention: kv_stride shorter than one key");
-    G4_CHECK(a.num_queries >= 0 && a.num_keys >= 0 && a.window >= 0);
-    if (a.num_queries == 0) return;
-    cpu::Attention(a);
-  }
-
-  void GeluMul(const float* g, const float* u, int64_t n, float* out) override { cpu::GeluMul(g, u, n, out); }
-  void Add(const float* a, const float* b, int64_t n, float* y) override { cpu::Add(a, b, n, y); }
-  void Scale(float* x, int64_t n, float s) override { cpu::Scale(x, n, s); }
-  void Softcap(float* x, int64_t n, float cap) override { cpu::Softcap(x, n, cap); }
+ private:
+  std::vector<float> route_prob_;     // MoeRoute scratch [E], reused across steps
+  std::vector<int32_t> route_order_;  // MoeRoute scratch [E]
 };
 
 }  // namespace
 
 std::unique_ptr<Ops> MakeCpuOps() { return std::make_unique<CpuOps>(); }
 
-}  // namespace g4
+}  // namespace g4::cpu

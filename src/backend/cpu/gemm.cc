@@ -125,7 +125,7 @@ void DecodeTile(const WeightMatrix& w, int64_t n0, int64_t nc, int64_t ldw, floa
 
 }  // namespace
 
-void Gemm(const float* x, int64_t m_rows, const WeightMatrix& w, float* y) {
+void Gemm(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy) {
   const int64_t n_rows = w.rows, k_len = w.cols;
   const int64_t ldw = (k_len + kLanes - 1) / kLanes * kLanes;
   const int64_t nc_max = std::max<int64_t>(kNr, kTileFloats / std::max<int64_t>(ldw, 1) / kNr * kNr);
@@ -153,11 +153,11 @@ void Gemm(const float* x, int64_t m_rows, const WeightMatrix& w, float* y) {
       for (int64_t k0 = 0; k0 < k_len; k0 += kKc) {
         const int64_t kc = std::min(kKc, k_len - k0);
         const bool last = k0 + kKc >= k_len;
-        PackInput(x + m0 * k_len, k_len, mr, k0, kc, xb);
+        PackInput(x + m0 * ldx, ldx, mr, k0, kc, xb);
         for (int64_t r0 = 0; r0 < nc; r0 += kNr) {
           const int nr = static_cast<int>(std::min<int64_t>(kNr, nc - r0));
           kKernels.fn[mr - 1][nr - 1](xb, kKc, kc, tile + r0 * ldw + k0, ldw, acc + r0 * kLanes,
-                                      nc_max, k0 == 0, last ? y + m0 * n_rows + n0 + r0 : nullptr, n_rows);
+                                      nc_max, k0 == 0, last ? y + m0 * ldy + n0 + r0 : nullptr, ldy);
         }
       }
     }

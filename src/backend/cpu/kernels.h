@@ -26,11 +26,19 @@ namespace g4::cpu {
 // The order depends on the build's vector width, not on the batch.
 constexpr int64_t kGemvMaxRows = 4;
 
+// matmul.cc: y = x W^T for any m_rows (x rows ldx floats apart, y rows ldy),
+// through the GEMV or GEMM path; checks the weight format first. y may not
+// overlap x.
+void MatMul(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy);
+// G4_CHECK-fails on a weight format the kernels do not support.
+void CheckWeight(const WeightMatrix& w);
+
 // matmul_dense.cc / matmul_affine.cc: y = x W^T for m_rows <= kGemvMaxRows.
-void GemvDense(const float* x, int64_t m_rows, const WeightMatrix& w, float* y);
-void GemvAffine(const float* x, int64_t m_rows, const WeightMatrix& w, float* y);
+// x rows are ldx floats apart, y rows ldy floats apart.
+void GemvDense(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy);
+void GemvAffine(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy);
 // gemm.cc: y = x W^T for any m_rows, any format.
-void Gemm(const float* x, int64_t m_rows, const WeightMatrix& w, float* y);
+void Gemm(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy);
 
 // weight_decode.cc: columns [col, col + count) of `row` as float32. For affine
 // weights col and count are multiples of the group size (or count reaches
@@ -39,19 +47,23 @@ void DecodeRowRange(const WeightMatrix& w, int64_t row, int64_t col, int64_t cou
 // base[first, first + n) of dtype t (F32, BF16 or F16) as float32.
 void ConvertToFloat(DType t, const void* base, int64_t first, int64_t n, float* out);
 
-// embed.cc
-void Embed(const WeightMatrix& table, const int32_t* ids, int64_t n, float scale, float* out);
+// embed.cc: out rows ldo floats apart.
+void Embed(const WeightMatrix& table, const int32_t* ids, int64_t n, float scale, float* out, int64_t ldo);
 // norm.cc
-void RmsNorm(const float* x, int64_t rows, int64_t d, const float* weight, float eps, float* y);
-// rope.cc
-void Rope(float* x, int64_t tokens, int heads, int head_dim, const int32_t* positions,
+void RmsNorm(const float* x, int64_t ldx, int64_t rows, int64_t d, const float* weight, float eps, float* y,
+             int64_t ldy);
+// rope.cc: x rows (heads * head_dim values) ldx floats apart.
+void Rope(float* x, int64_t ldx, int64_t tokens, int heads, int head_dim, const int32_t* positions,
           const float* inv_freq);
-// attention.cc
-void Attention(const AttentionArgs& a);
-// elementwise.cc
-void GeluMul(const float* g, const float* u, int64_t n, float* out);
-void Add(const float* a, const float* b, int64_t n, float* y);
-void Scale(float* x, int64_t n, float s);
-void Softcap(float* x, int64_t n, float cap);
+// elementwise.cc: F32 views of one shape (any strides).
+void GeluMul(const TensorView& g, const TensorView& u, const TensorView& out);
+void Add(const TensorView& a, const TensorView& b, const TensorView& y);
+void Scale(const TensorView& x, float s);
+void ScaleColumns(const TensorView& x, const float* col, float s, const TensorView& y);
+void Softcap(const TensorView& x, float cap);
+// moe_experts.cc
+void MoeExperts(const MoeExpertsArgs& args);
+// sample_rows.cc
+void SampleRows(const SampleArgs& args);
 
 }  // namespace g4::cpu

@@ -23,7 +23,7 @@ constexpr int64_t kParallelMinWords = 1 << 12;
 // (row stride wpr words) and whose scales / biases (as float, gpr per row)
 // are s / b.
 template <int B, int M, int NR, int CPG>
-void AffineBlock(const float* x, int64_t k_len, const uint32_t* codes, int64_t wpr, const float* s,
+void AffineBlock(const float* x, int64_t ldx, const uint32_t* codes, int64_t wpr, const float* s,
                  const float* b, int64_t gpr, float* y, int64_t ldy) {
   VF acc[M][NR];
   for (int m = 0; m < M; ++m)
@@ -47,7 +47,7 @@ void AffineBlock(const float* x, int64_t k_len, const uint32_t* codes, int64_t w
         for (int v = 0; v < kChunkVecs; ++v) {
           const VF wv = VFma(q[v], vs[r], vb[r]);
           for (int m = 0; m < M; ++m)
-            acc[m][r] = VFma(VLoad(xg + m * k_len + c * kChunk + v * kLanes), wv, acc[m][r]);
+            acc[m][r] = VFma(VLoad(xg + m * ldx + c * kChunk + v * kLanes), wv, acc[m][r]);
         }
       }
     }
@@ -57,10 +57,10 @@ void AffineBlock(const float* x, int64_t k_len, const uint32_t* codes, int64_t w
 }
 
 template <int B, int M, int CPG>
-void GemvAffineRows(const float* x, const WeightMatrix& w, float* y) {
+void GemvAffineRows(const float* x, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy) {
   // M x NR accumulators plus the per-row scale and bias vectors.
   constexpr int kNr = (kLanes == 16 || M == 1) ? 4 : 2;
-  const int64_t n_rows = w.rows, k_len = w.cols;
+  const int64_t n_rows = w.rows;
   const int64_t gpr = w.groups_per_row(), wpr = w.words_per_row();
   const int64_t scale_bytes = kNr * gpr * static_cast<int64_t>(DTypeSize(w.scale_dtype));
   const int64_t blocks = n_rows / kNr;
@@ -77,49 +77,49 @@ void GemvAffineRows(const float* x, const WeightMatrix& w, float* y) {
       }
       ConvertToFloat(w.scale_dtype, w.scales, n * gpr, kNr * gpr, s);
       ConvertToFloat(w.scale_dtype, w.biases, n * gpr, kNr * gpr, b);
-      AffineBlock<B, M, kNr, CPG>(x, k_len, w.codes + n * wpr, wpr, s, b, gpr, y + n, n_rows);
+      AffineBlock<B, M, kNr, CPG>(x, ldx, w.codes + n * wpr, wpr, s, b, gpr, y + n, ldy);
     }
 #pragma omp single
     for (int64_t n = blocks * kNr; n < n_rows; ++n) {
       ConvertToFloat(w.scale_dtype, w.scales, n * gpr, gpr, s);
       ConvertToFloat(w.scale_dtype, w.biases, n * gpr, gpr, b);
-      AffineBlock<B, M, 1, CPG>(x, k_len, w.codes + n * wpr, wpr, s, b, gpr, y + n, n_rows);
+      AffineBlock<B, M, 1, CPG>(x, ldx, w.codes + n * wpr, wpr, s, b, gpr, y + n, ldy);
     }
   }
 }
 
 template <int B, int M>
-void GemvAffineRowsAnyGroup(const float* x, const WeightMatrix& w, float* y) {
+void GemvAffineRowsAnyGroup(const float* x, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy) {
   switch (w.group_size) {
-    case 32: return GemvAffineRows<B, M, 1>(x, w, y);
-    case 64: return GemvAffineRows<B, M, 2>(x, w, y);
-    case 128: return GemvAffineRows<B, M, 4>(x, w, y);
+    case 32: return GemvAffineRows<B, M, 1>(x, ldx, w, y, ldy);
+    case 64: return GemvAffineRows<B, M, 2>(x, ldx, w, y, ldy);
+    case 128: return GemvAffineRows<B, M, 4>(x, ldx, w, y, ldy);
     default: G4_CHECK_MSG(false, "[cpu] GemvAffine: unsupported group size");
   }
 }
 
 template <int B>
-void GemvAffineBits(const float* x, int64_t m_rows, const WeightMatrix& w, float* y) {
+void GemvAffineBits(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy) {
   switch (m_rows) {
-    case 1: return GemvAffineRowsAnyGroup<B, 1>(x, w, y);
-    case 2: return GemvAffineRowsAnyGroup<B, 2>(x, w, y);
-    case 3: return GemvAffineRowsAnyGroup<B, 3>(x, w, y);
-    case 4: return GemvAffineRowsAnyGroup<B, 4>(x, w, y);
+    case 1: return GemvAffineRowsAnyGroup<B, 1>(x, ldx, w, y, ldy);
+    case 2: return GemvAffineRowsAnyGroup<B, 2>(x, ldx, w, y, ldy);
+    case 3: return GemvAffineRowsAnyGroup<B, 3>(x, ldx, w, y, ldy);
+    case 4: return GemvAffineRowsAnyGroup<B, 4>(x, ldx, w, y, ldy);
     default: G4_CHECK_MSG(false, "[cpu] GemvAffine: too many input rows");
   }
 }
 
 }  // namespace
 
-void GemvAffine(const float* x, int64_t m_rows, const WeightMatrix& w, float* y) {
+void GemvAffine(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy) {
   static_assert(kGemvMaxRows == 4);
   switch (w.bits) {
-    case 2: return GemvAffineBits<2>(x, m_rows, w, y);
-    case 3: return GemvAffineBits<3>(x, m_rows, w, y);
-    case 4: return GemvAffineBits<4>(x, m_rows, w, y);
-    case 5: return GemvAffineBits<5>(x, m_rows, w, y);
-    case 6: return GemvAffineBits<6>(x, m_rows, w, y);
-    case 8: return GemvAffineBits<8>(x, m_rows, w, y);
+    case 2: return GemvAffineBits<2>(x, ldx, m_rows, w, y, ldy);
+    case 3: return GemvAffineBits<3>(x, ldx, m_rows, w, y, ldy);
+    case 4: return GemvAffineBits<4>(x, ldx, m_rows, w, y, ldy);
+    case 5: return GemvAffineBits<5>(x, ldx, m_rows, w, y, ldy);
+    case 6: return GemvAffineBits<6>(x, ldx, m_rows, w, y, ldy);
+    case 8: return GemvAffineBits<8>(x, ldx, m_rows, w, y, ldy);
     default: G4_CHECK_MSG(false, "[cpu] GemvAffine: unsupported bit width");
   }
 }

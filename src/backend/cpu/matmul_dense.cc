@@ -49,7 +49,7 @@ struct WeightLoad<DType::kF16> {
 
 // y[m, r] for m < M and the NR weight rows starting at w.
 template <DType T, int M, int NR>
-void GemvBlock(const float* x, int64_t k_len, const typename WeightLoad<T>::Elem* w, float* y,
+void GemvBlock(const float* x, int64_t ldx, int64_t k_len, const typename WeightLoad<T>::Elem* w, float* y,
                int64_t ldy) {
   using L = WeightLoad<T>;
   VF acc[M][NR];
@@ -60,7 +60,7 @@ void GemvBlock(const float* x, int64_t k_len, const typename WeightLoad<T>::Elem
     VF wv[NR];
     for (int r = 0; r < NR; ++r) wv[r] = L::Full(w + r * k_len + k);
     for (int m = 0; m < M; ++m) {
-      const VF xv = VLoad(x + m * k_len + k);
+      const VF xv = VLoad(x + m * ldx + k);
       for (int r = 0; r < NR; ++r) acc[m][r] = VFma(xv, wv[r], acc[m][r]);
     }
   }
@@ -69,7 +69,7 @@ void GemvBlock(const float* x, int64_t k_len, const typename WeightLoad<T>::Elem
     VF wv[NR];
     for (int r = 0; r < NR; ++r) wv[r] = L::Part(w + r * k_len + k, n);
     for (int m = 0; m < M; ++m) {
-      const VF xv = VLoadN(x + m * k_len + k, n);
+      const VF xv = VLoadN(x + m * ldx + k, n);
       for (int r = 0; r < NR; ++r) acc[m][r] = VFma(xv, wv[r], acc[m][r]);
     }
   }
@@ -78,7 +78,7 @@ void GemvBlock(const float* x, int64_t k_len, const typename WeightLoad<T>::Elem
 }
 
 template <DType T, int M>
-void GemvRows(const float* x, const WeightMatrix& w, float* y) {
+void GemvRows(const float* x, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy) {
   // Accumulators M x NR plus NR weight vectors must fit the register file
   // (32 registers with AVX-512, 16 otherwise).
   constexpr int kNr = (kLanes == 16 || M <= 2) ? 4 : 2;
@@ -88,30 +88,30 @@ void GemvRows(const float* x, const WeightMatrix& w, float* y) {
   const int64_t blocks = n_rows / kNr;
 #pragma omp parallel for schedule(static) if (n_rows * k_len >= kParallelMinElems)
   for (int64_t b = 0; b < blocks; ++b)
-    GemvBlock<T, M, kNr>(x, k_len, data + b * kNr * k_len, y + b * kNr, n_rows);
+    GemvBlock<T, M, kNr>(x, ldx, k_len, data + b * kNr * k_len, y + b * kNr, ldy);
   for (int64_t n = blocks * kNr; n < n_rows; ++n)
-    GemvBlock<T, M, 1>(x, k_len, data + n * k_len, y + n, n_rows);
+    GemvBlock<T, M, 1>(x, ldx, k_len, data + n * k_len, y + n, ldy);
 }
 
 template <DType T>
-void GemvTyped(const float* x, int64_t m_rows, const WeightMatrix& w, float* y) {
+void GemvTyped(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy) {
   switch (m_rows) {
-    case 1: return GemvRows<T, 1>(x, w, y);
-    case 2: return GemvRows<T, 2>(x, w, y);
-    case 3: return GemvRows<T, 3>(x, w, y);
-    case 4: return GemvRows<T, 4>(x, w, y);
+    case 1: return GemvRows<T, 1>(x, ldx, w, y, ldy);
+    case 2: return GemvRows<T, 2>(x, ldx, w, y, ldy);
+    case 3: return GemvRows<T, 3>(x, ldx, w, y, ldy);
+    case 4: return GemvRows<T, 4>(x, ldx, w, y, ldy);
     default: G4_CHECK_MSG(false, "[cpu] GemvDense: too many input rows");
   }
 }
 
 }  // namespace
 
-void GemvDense(const float* x, int64_t m_rows, const WeightMatrix& w, float* y) {
+void GemvDense(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy) {
   static_assert(kGemvMaxRows == 4);
   switch (w.dtype) {
-    case DType::kF32: return GemvTyped<DType::kF32>(x, m_rows, w, y);
-    case DType::kBF16: return GemvTyped<DType::kBF16>(x, m_rows, w, y);
-    case DType::kF16: return GemvTyped<DType::kF16>(x, m_rows, w, y);
+    case DType::kF32: return GemvTyped<DType::kF32>(x, ldx, m_rows, w, y, ldy);
+    case DType::kBF16: return GemvTyped<DType::kBF16>(x, ldx, m_rows, w, y, ldy);
+    case DType::kF16: return GemvTyped<DType::kF16>(x, ldx, m_rows, w, y, ldy);
     default: G4_CHECK_MSG(false, "[cpu] GemvDense: unsupported weight dtype");
   }
 }

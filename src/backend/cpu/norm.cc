@@ -11,11 +11,12 @@
 
 namespace g4::cpu {
 
-void RmsNorm(const float* x, int64_t rows, int64_t d, const float* weight, float eps, float* y) {
+void RmsNorm(const float* x, int64_t ldx, int64_t rows, int64_t d, const float* weight, float eps, float* y,
+             int64_t ldy) {
 #pragma omp parallel for schedule(static) if (rows > 1 && rows * d >= (1 << 16))
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * d;
-    float* yr = y + r * d;
+    const float* xr = x + r * ldx;
+    float* yr = y + r * ldy;
     const float ms = VDot(xr, xr, d) / static_cast<float>(d) + eps;
     const VF inv = VSet1(std::pow(ms, -0.5f));
     int64_t i = 0;

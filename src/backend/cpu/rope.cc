@@ -11,7 +11,7 @@
 
 namespace g4::cpu {
 
-void Rope(float* x, int64_t tokens, int heads, int head_dim, const int32_t* positions,
+void Rope(float* x, int64_t ldx, int64_t tokens, int heads, int head_dim, const int32_t* positions,
           const float* inv_freq) {
   const int half = head_dim / 2;
 #pragma omp parallel if (tokens * heads * head_dim >= (1 << 15))
@@ -28,7 +28,7 @@ void Rope(float* x, int64_t tokens, int heads, int head_dim, const int32_t* posi
         sin_t[i] = std::sin(angle);
       }
       for (int h = 0; h < heads; ++h) {
-        float* x1 = x + (t * heads + h) * head_dim;
+        float* x1 = x + t * ldx + static_cast<int64_t>(h) * head_dim;
         float* x2 = x1 + half;
         int i = 0;
         for (; i < half; i += kLanes) {

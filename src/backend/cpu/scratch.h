@@ -10,12 +10,10 @@ namespace g4::cpu {
 
 enum class ScratchSlot {
   kInput,
-  kInputSum,
   kRowScales,
   kRowBiases,
   kTile,
   kAccumulators,
-  kAttention,
   kCount
 };
 

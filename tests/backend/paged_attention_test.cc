@@ -1,0 +1,251 @@
+// Ops::PagedAttention on every backend: against a double-precision
+// reference for every KV record format (the reference decodes the host
+// encoding of the same keys), over random non-contiguous block tables, with
+// GQA, sliding windows (-1 table entries for blocks out of reach, keys at
+// the window's edge), odd head_dims for plain storage, several sequences of
+// different lengths per step mixing prefill runs and decode rows, and
+// sequences in two stores of different formats. Then the batching contract,
+// bitwise: a sequence's rows do not change with what else runs in the step,
+// with the thread count, or with how its prefill was chunked.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend_test_util.h"
+#include "paged_kv_test_util.h"
+
+namespace g4::testing {
+namespace {
+
+class PagedAttentionTest : public BackendTest {};
+
+std::vector<KvCodecSpec> AllCodecs() {
+  std::vector<KvCodecSpec> specs = {KvCodecSpec::Plain(DType::kF32), KvCodecSpec::Plain(DType::kBF16),
+                                    KvCodecSpec::Plain(DType::kF16)};
+  for (int bits : {4, 8})
+    for (int group : {32, 64, 128}) specs.push_back(KvCodecSpec::Affine(bits, group));
+  for (int kb : {2, 4, 5, 8})
+    for (int vb : {2, 3, 4, 5, 8}) specs.push_back(KvCodecSpec::Turbo(kb, vb));
+  return specs;
+}
+
+// Runs `runs` once and checks every row against the reference.
+void ExpectMatchesReference(PagedKvHarness& h, const std::vector<KvRun>& runs, const std::string& what) {
+  const std::vector<float> got = h.Step(runs, /*write=*/false);
+  std::vector<double> want, tol;
+  h.Reference(runs, &want, &tol);
+  ASSERT_EQ(got.size(), want.size()) << what;
+  EXPECT_TRUE(AllWithin(want, got.data(), tol, h.q_width())) << what;
+}
+
+TEST_P(PagedAttentionTest, EveryCodecMatchesTheReference) {
+  uint32_t seed = 1;
+  for (const KvCodecSpec& spec : AllCodecs()) {
+    for (int window : {0, 40}) {
+      AttentionShape shape;
+      shape.num_heads = 4;
+      shape.num_kv_heads = 2;
+      shape.head_dim = 128;
+      shape.window = window;
+      const KvRecordFormat f = MakeFormat(spec, shape.num_kv_heads, shape.head_dim);
+      PagedKvHarness h(backend(), shape, f, KvRecordFormat{}, /*block_size=*/16, /*blocks=*/128, ++seed);
+      // Lengths straddle tiles, splits (1100 keys: three) and blocks.
+      const int a = h.AddSequence(1100, 0), b = h.AddSequence(37, 0), c = h.AddSequence(1, 0), d = h.AddSequence(530, 0);
+      for (int s : {a, b, c, d}) h.WriteOnHost(s);
+      // A decode row, a whole prefill, a first token, a prefill chunk.
+      ExpectMatchesReference(h, {{a, 1099, 1}, {b, 0, 37}, {c, 0, 1}, {d, 517, 13}},
+                             spec.signature() + " window " + std::to_string(window));
+    }
+  }
+}
+
+TEST_P(PagedAttentionTest, PlainTakesAnyHeadDim) {
+  uint32_t seed = 100;
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (int head_dim : {40, 72, 100, 8, 1}) {
+      AttentionShape shape;
+      shape.num_heads = 6;
+      shape.num_kv_heads = 2;
+      shape.head_dim = head_dim;
+      const KvRecordFormat f = MakeFormat(KvCodecSpec::Plain(t), shape.num_kv_heads, head_dim);
+      PagedKvHarness h(backend(), shape, f, KvRecordFormat{}, 8, 96, ++seed);
+      const int a = h.AddSequence(77, 0), b = h.AddSequence(600, 0);
+      h.WriteOnHost(a);
+      h.WriteOnHost(b);
+      ExpectMatchesReference(h, {{b, 598, 2}, {a, 60, 17}},
+                             KvCodecSpec::Plain(t).signature() + " head_dim " + std::to_string(head_dim));
+    }
+  }
+}
+
+TEST_P(PagedAttentionTest, GroupedQueryHeads) {
+  uint32_t seed = 200;
+  const struct { int heads, kv_heads; } kShapes[] = {{1, 1}, {3, 3}, {8, 1}, {8, 2}, {12, 4}};
+  for (const auto& g : kShapes) {
+    for (const KvCodecSpec& spec : {KvCodecSpec::Plain(), KvCodecSpec::Affine(4, 32), KvCodecSpec::Turbo(8, 3)}) {
+      AttentionShape shape;
+      shape.num_heads = g.heads;
+      shape.num_kv_heads = g.kv_heads;
+      shape.head_dim = 64;
+      shape.scale = 0.3f;  // not 1/sqrt(d): the op must use the given scale
+      const KvRecordFormat f = MakeFormat(spec, g.kv_heads, 64);
+      PagedKvHarness h(backend(), shape, f, KvRecordFormat{}, 16, 64, ++seed);
+      const int a = h.AddSequence(300, 0), b = h.AddSequence(5, 0);
+      h.WriteOnHost(a);
+      h.WriteOnHost(b);
+      ExpectMatchesReference(h, {{b, 0, 5}, {a, 299, 1}},
+                             spec.signature() + " " + std::to_string(g.heads) + "/" + std::to_string(g.kv_heads));
+    }
+  }
+}
+
+// Keys exactly at the window's edges: the key at p - window + 1 is seen,
+// the one at p - window is not. Each test row's query is made to point at
+// one edge key with a huge score, so including or dropping that key moves
+// the output to (or away from) its value row, far beyond the tolerance.
+TEST_P(PagedAttentionTest, WindowEdges) {
+  for (const KvCodecSpec& spec : {KvCodecSpec::Plain(), KvCodecSpec::Plain(DType::kBF16), KvCodecSpec::Affine(8, 32),
+                                  KvCodecSpec::Turbo(8, 4)}) {
+    for (int window : {1, 5, 16, 33}) {
+      AttentionShape shape;
+      shape.num_heads = 2;
+      shape.num_kv_heads = 2;
+      shape.head_dim = 32;
+      shape.window = window;
+      const KvRecordFormat f = MakeFormat(spec, 2, 32);
+      PagedKvHarness h(backend(), shape, f, KvRecordFormat{}, 4, 64, 300 + window);
+      const int64_t len = 90;
+      const int s = h.AddSequence(len, 0);
+      const int64_t w = h.width(), qw = h.q_width();
+      // Rows p = 0 mod 4 aim at key p - window + 1 (inside), rows p = 2 mod 4
+      // at key p - window (outside); no two rows share a target.
+      for (int64_t p = 0; p < len; p += 2) {
+        const int64_t target = p % 4 == 0 ? p - window + 1 : p - window;
+        if (target < 0) continue;
+        for (int hd = 0; hd < 2; ++hd)
+          for (int x = 0; x < 32; ++x) h.keys(s)[target * w + hd * 32 + x] = 3.0f * h.queries(s)[p * qw + hd * 32 + x];
+      }
+      h.WriteOnHost(s);
+      ExpectMatchesReference(h, {{s, 0, len}}, spec.signature() + " window " + std::to_string(window));
+      for (int64_t p : {int64_t{window}, int64_t{window} + 2, len - 2, len - 4})
+        if (p < len) ExpectMatchesReference(h, {{s, p, 1}}, spec.signature() + " decode at " + std::to_string(p));
+    }
+  }
+}
+
+// Sequences in store 0 (plain f32: waiting for a delayed conversion) and
+// store 1 (the target codec) in one step.
+TEST_P(PagedAttentionTest, MixedStores) {
+  uint32_t seed = 400;
+  for (const KvCodecSpec& spec : {KvCodecSpec::Affine(4, 64), KvCodecSpec::Turbo(8, 3), KvCodecSpec::Plain(DType::kBF16)}) {
+    AttentionShape shape;
+    shape.num_heads = 4;
+    shape.num_kv_heads = 2;
+    shape.head_dim = 64;
+    const KvRecordFormat f0 = MakeFormat(KvCodecSpec::Plain(), 2, 64), f1 = MakeFormat(spec, 2, 64);
+    PagedKvHarness h(backend(), shape, f0, f1, 16, 128, ++seed);
+    const int a = h.AddSequence(700, 1), b = h.AddSequence(50, 0), c = h.AddSequence(20, 1), d = h.AddSequence(600, 0);
+    for (int s : {a, b, c, d}) h.WriteOnHost(s);
+    const std::vector<KvRun> mixed = {{a, 699, 1}, {b, 10, 40}, {c, 0, 20}, {d, 599, 1}};
+    ExpectMatchesReference(h, mixed, "mixed stores, " + spec.signature());
+    // A store-1 sequence gives the same bits alone as with store-0 ones.
+    const std::vector<float> all = h.Step(mixed, false);
+    const int64_t qw = h.q_width();
+    EXPECT_TRUE(BitwiseEqual(h.Step({{a, 699, 1}}, false), SliceRows(all, qw, 0, 1), qw)) << spec.signature();
+    EXPECT_TRUE(BitwiseEqual(h.Step({{c, 0, 20}}, false), SliceRows(all, qw, 41, 20), qw)) << spec.signature();
+    EXPECT_TRUE(BitwiseEqual(h.Step({{b, 10, 40}}, false), SliceRows(all, qw, 1, 40), qw)) << spec.signature();
+  }
+}
+
+const KvCodecSpec kInvarianceCodecs[] = {KvCodecSpec::Plain(), KvCodecSpec::Plain(DType::kBF16),
+                                         KvCodecSpec::Affine(8, 64), KvCodecSpec::Affine(4, 32),
+                                         KvCodecSpec::Turbo(8, 3), KvCodecSpec::Turbo(4, 3)};
+
+// A sequence's rows alone, in a batch (in several orders), and with one
+// thread or all of them: the same bits.
+TEST_P(PagedAttentionTest, RowsDoNotDependOnTheBatch) {
+  uint32_t seed = 500;
+  for (const KvCodecSpec& spec : kInvarianceCodecs) {
+    for (int window : {0, 700}) {
+      AttentionShape shape;
+      shape.num_heads = 4;
+      shape.num_kv_heads = 2;
+      shape.head_dim = 128;
+      shape.window = window;
+      const KvRecordFormat f = MakeFormat(spec, 2, 128);
+      PagedKvHarness h(backend(), shape, f, KvRecordFormat{}, 16, 160, ++seed);
+      const int a = h.AddSequence(1300, 0), b = h.AddSequence(333, 0), c = h.AddSequence(17, 0);
+      for (int s : {a, b, c}) h.WriteOnHost(s);
+      const int64_t qw = h.q_width();
+      const std::string what = spec.signature() + " window " + std::to_string(window);
+      // A: a prefill run across the 2-to-3 split boundary, and its last token.
+      const KvRun a_run{a, 1000, 60}, b_run{b, 0, 333}, c_run{c, 16, 1};
+      const std::vector<float> alone = h.Step({a_run}, false);
+      const std::vector<float> first = h.Step({a_run, b_run, c_run}, false);
+      const std::vector<float> middle = h.Step({c_run, a_run, b_run}, false);
+      EXPECT_TRUE(BitwiseEqual(alone, SliceRows(first, qw, 0, 60), qw)) << what;
+      EXPECT_TRUE(BitwiseEqual(alone, SliceRows(middle, qw, 1, 60), qw)) << what;
+      const std::vector<float> decode = h.Step({c_run, {a, 1059, 1}}, false);
+      EXPECT_TRUE(BitwiseEqual(SliceRows(alone, qw, 59, 1), SliceRows(decode, qw, 1, 1), qw)) << what;
+      EXPECT_TRUE(BitwiseEqual(h.Step({b_run}, false), SliceRows(first, qw, 60, 333), qw)) << what;
+      EXPECT_TRUE(BitwiseEqual(SliceRows(first, qw, 393, 1), SliceRows(middle, qw, 0, 1), qw)) << what;
+      // Threads only decide who computes a split, never how.
+      const int threads = omp_get_max_threads();
+      omp_set_num_threads(1);
+      const std::vector<float> one_thread = h.Step({b_run, a_run, c_run}, false);
+      omp_set_num_threads(threads);
+      EXPECT_TRUE(BitwiseEqual(alone, SliceRows(one_thread, qw, 333, 60), qw)) << what;
+    }
+  }
+}
+
+// Prefill in one pass, in chunks, and token by token, each step writing its
+// own K/V with KvWrite first: the same bits for every position.
+TEST_P(PagedAttentionTest, ChunkedPrefillEqualsOnePassEqualsDecode) {
+  uint32_t seed = 600;
+  for (const KvCodecSpec& spec : kInvarianceCodecs) {
+    for (int window : {0, 100}) {
+      AttentionShape shape;
+      shape.num_heads = 2;
+      shape.num_kv_heads = 1;
+      shape.head_dim = 64;
+      shape.window = window;
+      const KvRecordFormat f = MakeFormat(spec, 1, 64);
+      PagedKvHarness h(backend(), shape, f, KvRecordFormat{}, 16, 64, ++seed);
+      const int64_t len = 700;
+      const int s = h.AddSequence(len, 0), other = h.AddSequence(90, 0);
+      const int64_t qw = h.q_width();
+      const std::string what = spec.signature() + " window " + std::to_string(window);
+      const std::vector<float> one_pass = h.Step({{s, 0, len}}, /*write=*/true);
+      // Chunks of uneven sizes, some sharing their step with another sequence.
+      std::vector<float> chunked;
+      int64_t pos = 0, other_pos = 0;
+      for (int64_t size : {1, 63, 200, 5, 391}) {
+        std::vector<KvRun> runs = {{s, pos, size}};
+        if (other_pos < 90) runs.push_back({other, other_pos, std::min<int64_t>(30, 90 - other_pos)});
+        const std::vector<float> out = h.Step(runs, true);
+        chunked.insert(chunked.end(), out.begin(), out.begin() + size * qw);
+        pos += size;
+        other_pos += 30;
+      }
+      // The rest token by token.
+      for (; pos < len; ++pos) {
+        const std::vector<float> out = h.Step({{s, pos, 1}}, true);
+        chunked.insert(chunked.end(), out.begin(), out.end());
+      }
+      ASSERT_EQ(pos, len);
+      EXPECT_TRUE(BitwiseEqual(one_pass, chunked, qw)) << what;
+      std::vector<double> want, tol;
+      h.Reference({{s, 0, len}}, &want, &tol);
+      EXPECT_TRUE(AllWithin(want, one_pass.data(), tol, qw)) << what;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PagedAttentionTest, BackendValues(), BackendParamName);
+
+}  // namespace
+}  // namespace g4::testing
