@@ -289,6 +289,7 @@ void Gemma4Weights::ForEachTensor(const MatrixVisitor& matrix, const VectorVisit
   };
   const int64_t H = hidden_size_;
   m("embed_tokens", embed_tokens);
+  m("lm_head", lm_head);  // empty (skipped) when tied
   v("norm", final_norm, H);
   m("embed_tokens_per_layer", embed_tokens_per_layer);
   m("per_layer_model_projection", per_layer_model_projection);

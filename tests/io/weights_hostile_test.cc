@@ -161,10 +161,18 @@ TEST(WeightsHostile, UntiedHeadIsUsedWhenPresent) {
   EXPECT_EQ((*w)->lm_head.data, head->data);
   EXPECT_NE((*w)->lm_head.data, (*w)->embed_tokens.data);
 
+  // Whole-model passes (Backend::PlaceWeights) see the head.
+  int heads = 0;
+  (*w)->ForEachTensor([&](const std::string& name, WeightMatrix& m) { heads += name == "lm_head" && m.rows == 512; },
+                      [](const std::string&, const float*&, int64_t) {});
+  EXPECT_EQ(heads, 1);
+
   // Tied: a stray lm_head.weight is ignored, as HF does.
   auto tied = LoadWeights(CopyModel("tiny-e", nullptr, nullptr, {{"lm_head.weight", "model.embed_tokens_per_layer.weight"}}));
   ASSERT_TRUE(tied.ok()) << tied.status().ToString();
   EXPECT_EQ((*tied)->lm_head.rows, 0);
+  (*tied)->ForEachTensor([](const std::string& name, WeightMatrix&) { EXPECT_NE(name, "lm_head"); },
+                         [](const std::string&, const float*&, int64_t) {});
 }
 
 TEST(WeightsHostile, UntiedQuantizedHeadInMlxNaming) {
