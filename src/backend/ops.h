@@ -115,6 +115,10 @@ struct SampleRowParams {
   uint64_t step = 0;  // tokens this sequence has sampled before: random draws depend on (seed, step) only
 };
 
+// What SampleRows writes for a row whose logits hold a NaN (a broken model:
+// NaN weights, an overflow): no token is drawn from such a row.
+constexpr int32_t kNonFiniteLogits = -1;
+
 struct SampleArgs {
   TensorView logits;  // [R, V]; steps 1-4 of the chain are applied in place
   const SampleRowParams* params = nullptr;  // [R], device
@@ -188,7 +192,8 @@ class Ops {
                               std::span<const int32_t> tokens) = 0;
 
   // The sampling chain on every row of args.logits (backend/sampler.h is
-  // the reference it must match token for token).
+  // the reference it must match token for token); a row with a NaN logit
+  // gets kNonFiniteLogits.
   virtual void SampleRows(const SampleArgs& args) = 0;
 };
 

@@ -156,6 +156,9 @@ void ApplyGenerationDefaults(const GenerationConfig& gen, const SamplingOverride
   pick(params.top_k, user.top_k, gen.top_k);
   pick(params.min_p, user.min_p, gen.min_p);
   pick(params.repetition_penalty, user.repetition_penalty, gen.repetition_penalty);
+  // do_sample: false is transformers' spelling of greedy decoding; it wins
+  // over the config's temperature but not over the user's.
+  if (!user.temperature && gen.do_sample && !*gen.do_sample) params.temperature = 0.0f;
 }
 
 void ApplyLogitBias(const std::map<int, float>& bias, float* logits, int vocab_size) {

@@ -101,7 +101,8 @@ struct SamplingOverrides {
   std::optional<float> repetition_penalty;
 };
 // Per field: the user's override, else generation_config.json's value, else
-// what `params` already holds.
+// what `params` already holds. generation_config's `do_sample: false` means
+// greedy (temperature 0) unless the user set a temperature.
 void ApplyGenerationDefaults(const GenerationConfig& generation, const SamplingOverrides& user,
                              SamplingParams& params);
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 
+#include "core/file_read.h"
 #include "core/mapped_file.h"
 #include "engine/backend_factory.h"
 #include "tokenizer/chat_format.h"
@@ -12,12 +12,18 @@ namespace g4 {
 
 StatusOr<std::unique_ptr<ModelBundle>> LoadModelBundle(const std::string& dir, const std::string& backend) {
   const auto start = std::chrono::steady_clock::now();
-  if (!std::filesystem::is_directory(dir)) return NotFound("[model] " + dir + ": no such model directory");
+  {
+    auto type = StatPath(dir);  // never throws: loops and permissions are Status errors
+    if (!type.ok()) return type.status().WithContext("[model] " + dir);
+    if (*type != PathType::kDirectory) return NotFound("[model] " + dir + ": no such model directory");
+  }
   auto b = std::make_unique<ModelBundle>();
   G4_ASSIGN_OR_RETURN(b->backend, MakeBackend(backend));
   G4_ASSIGN_OR_RETURN(b->model, Gemma4Model::Load(dir, *b->backend));
   const std::string tok_path = dir + "/tokenizer.json";
-  if (!std::filesystem::exists(tok_path))
+  auto tok_type = StatPath(tok_path);
+  if (!tok_type.ok()) return tok_type.status().WithContext("[model] " + tok_path);
+  if (*tok_type == PathType::kMissing)
     return NotFound("[model] " + dir + " has no tokenizer.json (g4 synth --tokenizer FILE adds one)");
   G4_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::Load(dir));
   b->tokenizer = std::make_unique<Tokenizer>(std::move(tok));

@@ -25,6 +25,13 @@ namespace fs = std::filesystem;
 using ordered_json = nlohmann::ordered_json;
 
 constexpr const char* kOutPrefix = "language_model.model.";
+constexpr const char* kOutLmHead = "language_model.lm_head";  // an untied head, MLX layout
+
+// The untied LM head under any of the names checkpoints give it.
+bool IsLmHead(const std::string& name) {
+  return name == "lm_head.weight" || name == "language_model.lm_head.weight" ||
+         name == "model.language_model.lm_head.weight" || name == "model.lm_head.weight";
+}
 constexpr const char* kTextPrefixes[] = {"model.language_model.", "language_model.model.", "model."};
 constexpr const char* kTowers[] = {"vision_tower", "embed_vision", "audio_tower", "embed_audio", "vision_embedder",
                                    "multi_modal_projector"};
@@ -89,7 +96,6 @@ int LayerIndex(std::string_view short_name) {
 
 // Why a tensor is dropped, or nullopt to keep it.
 std::optional<std::string> DropReason(std::string_view short_name, const Gemma4Config& config) {
-  if (short_name == "lm_head.weight") return "tied LM head";
   if (short_name.find("rotary_emb") != std::string_view::npos) return "rotary buffer";
   const int layer = LayerIndex(short_name);
   if (layer >= 0 && layer < config.num_hidden_layers && config.layers[layer].kv_shared) {
@@ -117,7 +123,8 @@ class Planner {
  public:
   Planner(const QuantizeOptions& o, ordered_json* quant) : options_(o), quant_(quant) {}
 
-  // Adds the outputs for one logical matrix (maybe a row subset of `src`).
+  // Adds the outputs for one logical matrix (maybe a row subset of `src`);
+  // `module` is its full output path without ".weight".
   void AddMatrix(const std::string& module, const TensorInfo* src, std::vector<int64_t> shape, int64_t rows_per,
                  int64_t src_rows_per, int64_t row_offset) {
     const int64_t cols = shape.back();
@@ -128,7 +135,7 @@ class Planner {
       // MLX-LM's Gemma 4 predicate keeps the router at 8 bits, group 64.
       bits = 8;
       gs = 64;
-      (*quant_)[kOutPrefix + module] = {{"group_size", 64}, {"bits", 8}};
+      (*quant_)[module] = {{"group_size", 64}, {"bits", 8}};
     }
     OutTensor base;
     base.src = src;
@@ -141,12 +148,12 @@ class Planner {
     base.group_size = gs;
     if (cols % gs != 0) {
       base.kind = OutTensor::Kind::kCopy;
-      base.decl = {kOutPrefix + module + ".weight", src->dtype, shape};
+      base.decl = {module + ".weight", src->dtype, shape};
       ++report.kept;
       out.push_back(base);
       return;
     }
-    const std::string name = kOutPrefix + module;
+    const std::string& name = module;
     std::vector<int64_t> code_shape = shape, group_shape = shape;
     code_shape.back() = cols * bits / 32;
     group_shape.back() = cols / gs;
@@ -368,8 +375,18 @@ StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& in_dir, const std
     plan.report.input_bytes += static_cast<int64_t>(t->nbytes);
     if (EndsWith(name, ".scales") || EndsWith(name, ".biases") || t->dtype == DType::kU32)
       return Unsupported("[quantize] " + name + ": the input is already quantized");
+    if (IsLmHead(name)) {
+      if (config.tie_word_embeddings) {
+        ++plan.report.dropped;  // a tied head is the embedding again
+      } else {
+        const std::vector<int64_t>& shape = t->shape;
+        if (shape.size() != 2) return Err(name + ": expected [V, H], got " + t->Describe());
+        plan.AddMatrix(kOutLmHead, t, shape, shape[0], shape[0], 0);  // untied: kept, quantized
+      }
+      continue;
+    }
     if (name.rfind(prefix, 0) != 0) {
-      ++plan.report.dropped;  // towers, lm_head and anything outside the text model
+      ++plan.report.dropped;  // towers and anything outside the text model
       continue;
     }
     const std::string short_name = name.substr(prefix.size());
@@ -388,13 +405,14 @@ StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& in_dir, const std
       if (shape.size() != 3 || shape[1] % 2 != 0) return Err(name + ": expected [E, 2*Ie, H], got " + t->Describe());
       const std::string base = short_name.substr(0, short_name.size() - 12) + "switch_glu.";
       const int64_t half = shape[1] / 2;
-      plan.AddMatrix(base + "gate_proj", t, {shape[0], half, shape[2]}, half, shape[1], 0);
-      plan.AddMatrix(base + "up_proj", t, {shape[0], half, shape[2]}, half, shape[1], half);
+      plan.AddMatrix(kOutPrefix + base + "gate_proj", t, {shape[0], half, shape[2]}, half, shape[1], 0);
+      plan.AddMatrix(kOutPrefix + base + "up_proj", t, {shape[0], half, shape[2]}, half, shape[1], half);
     } else if (EndsWith(short_name, "experts.down_proj")) {
       const std::string module = short_name.substr(0, short_name.size() - 9) + "switch_glu.down_proj";
-      plan.AddMatrix(module, t, shape, shape[shape.size() - 2], shape[shape.size() - 2], 0);
+      plan.AddMatrix(kOutPrefix + module, t, shape, shape[shape.size() - 2], shape[shape.size() - 2], 0);
     } else {
-      plan.AddMatrix(ModulePath(short_name), t, shape, shape[shape.size() - 2], shape[shape.size() - 2], 0);
+      plan.AddMatrix(kOutPrefix + ModulePath(short_name), t, shape, shape[shape.size() - 2], shape[shape.size() - 2],
+                     0);
     }
   }
 

@@ -370,6 +370,11 @@ void Scheduler::Deliver(const std::vector<Sequence*>& in_step) {
     }
     if (s->samples) {
       const int32_t token = B.host_out[s->sample_slot];
+      if (token == kNonFiniteLogits) {
+        Finish(*s, FinishReason::kError,
+               Internal("[model] the logits came out non-finite (NaN); the model's weights or numerics are broken"));
+        continue;
+      }
       ++stats_.sampled;
       if (s->stops.count(token)) {
         Finish(*s, FinishReason::kStop, Status::Ok());

@@ -2,6 +2,8 @@
 // counter-based RNG, streamed to model.safetensors.
 #include "engine/synth_checkpoint.h"
 
+#include "core/file_read.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -419,8 +421,12 @@ StatusOr<SynthSummary> SynthesizeImpl(const SynthOptions& o) {
   G4_ASSIGN_OR_RETURN(const Preset* preset, RequirePreset(o.preset));
   G4_ASSIGN_OR_RETURN(Quant quant, ParseQuant(o.quant));
   if (o.out_dir.empty()) return InvalidArgument("[synth] no output directory given");
-  if (!o.tokenizer_path.empty() && !std::filesystem::is_regular_file(o.tokenizer_path))
-    return NotFound("[synth] tokenizer file " + o.tokenizer_path + " does not exist");
+  if (!o.tokenizer_path.empty()) {
+    auto type = StatPath(o.tokenizer_path);
+    if (!type.ok()) return type.status().WithContext("[synth] tokenizer");
+    if (*type != PathType::kRegular)
+      return NotFound("[synth] tokenizer file " + o.tokenizer_path + " does not exist or is not a regular file");
+  }
 
   const std::string config_text = BuildConfig(*preset, quant).dump(2);
   G4_ASSIGN_OR_RETURN(Gemma4Config parsed, ParseGemma4Config(config_text));

@@ -283,7 +283,8 @@ void Gemma4Model::Head(const StepViews& sv, bool logits, Activations& act) {
   ops.RmsNorm(hidden, weights_->final_norm, static_cast<float>(c.rms_norm_eps), hidden);
   if (!logits) return;
   const TensorView out = Activations::Flat(act.logits, sv.R, c.vocab_size);
-  ops.MatMul(hidden, weights_->embed_tokens, out);
+  const WeightMatrix& head = weights_->lm_head.rows ? weights_->lm_head : weights_->embed_tokens;  // untied or tied
+  ops.MatMul(hidden, head, out);
   if (c.final_logit_softcapping > 0) ops.Softcap(out, static_cast<float>(c.final_logit_softcapping));
 }
 

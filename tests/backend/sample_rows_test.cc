@@ -243,3 +243,24 @@ INSTANTIATE_TEST_SUITE_P(Backends, SampleRowsTest, testing::BackendValues(), tes
 
 }  // namespace
 }  // namespace g4
+
+namespace g4 {
+namespace {
+
+// A NaN logit anywhere in a row means a broken model: the row reports
+// kNonFiniteLogits and its neighbours are sampled as usual.
+TEST_P(SampleRowsTest, RowsWithNaNLogitsReportNoToken) {
+  std::mt19937 rng(99);
+  Batch b = RandomBatch(rng, 4, 301);
+  b.logits[1 * b.vocab + 17] = std::nanf("");
+  const Sampled got = RunSampleRows(backend(), b, 0, b.rows, -1, 0);
+  ASSERT_EQ(got.ids.size(), 4u);
+  EXPECT_EQ(got.ids[1], kNonFiniteLogits);
+  for (int r : {0, 2, 3}) {
+    EXPECT_GE(got.ids[r], 0);
+    EXPECT_LT(got.ids[r], b.vocab);
+  }
+}
+
+}  // namespace
+}  // namespace g4

@@ -442,5 +442,22 @@ TEST(SamplerTest, GenerationDefaultsYieldToUserOverrides) {
   EXPECT_EQ(p.temperature, 0.0f);
 }
 
+TEST(SamplerTest, DoSampleFalseMeansGreedyUnlessTheUserSetATemperature) {
+  GenerationConfig gen;
+  gen.temperature = 0.7;
+  gen.do_sample = false;
+  SamplingParams p;
+  ApplyGenerationDefaults(gen, SamplingOverrides{}, p);
+  EXPECT_EQ(p.temperature, 0.0f);
+  SamplingOverrides user;
+  user.temperature = 0.5f;
+  ApplyGenerationDefaults(gen, user, p);
+  EXPECT_FLOAT_EQ(p.temperature, 0.5f);
+  gen.do_sample = true;
+  SamplingParams q;
+  ApplyGenerationDefaults(gen, SamplingOverrides{}, q);
+  EXPECT_FLOAT_EQ(q.temperature, 0.7f);
+}
+
 }  // namespace
 }  // namespace g4

@@ -342,6 +342,51 @@ TEST(QuantizeCheckpoint, DropsSharedKvTiedHeadAndTowers) {
   EXPECT_EQ(read(tmp + "/plain/model.safetensors"), read(tmp + "/with-extra/model.safetensors"));
 }
 
+// An untied head (tie_word_embeddings: false) is a weight of its own: the
+// model uses it, and quantize keeps it (quantized) with the flag.
+TEST(QuantizeCheckpoint, KeepsAnUntiedHeadAndTheModelUsesIt) {
+  const std::string src = testing::TestDataPath("models/tiny-e");
+  const std::string tmp = testing::MakeTempDir();
+  const std::string untied = tmp + "/untied";
+  fs::create_directories(untied);
+  {
+    std::ifstream in(src + "/config.json");
+    nlohmann::json config = nlohmann::json::parse(in);
+    config["tie_word_embeddings"] = false;
+    std::ofstream(untied + "/config.json") << config.dump(2);
+  }
+  auto st = SafetensorsFile::Open(src + "/model.safetensors");
+  ASSERT_TRUE(st.ok());
+  SafetensorsWriter writer;
+  for (const TensorInfo& t : (*st)->tensors()) writer.Add(t.name, t.dtype, t.shape, t.data, t.nbytes);
+  const TensorInfo* emb = (*st)->Find("model.embed_tokens.weight");
+  ASSERT_TRUE(emb && emb->dtype == DType::kF32);
+  std::vector<float> head = testing::RandomFloats(emb->numel(), 5, -0.05f, 0.05f);
+  writer.Add("lm_head.weight", DType::kF32, emb->shape, head.data(), head.size() * sizeof(float));
+  ASSERT_TRUE(writer.Write(untied + "/model.safetensors").ok());
+
+  const std::vector<int32_t> ids = {5, 17, 3, 200, 9};
+  auto backend = MakeCpuBackend();
+  auto tied_model = Gemma4Model::Load(src, *backend);
+  auto untied_model = Gemma4Model::Load(untied, *backend);
+  ASSERT_TRUE(tied_model.ok() && untied_model.ok()) << untied_model.status().ToString();
+  EXPECT_EQ((*untied_model)->weights().lm_head.rows, emb->shape[0]);
+  auto a = testing::RunSolo(**tied_model, ids, 8), b = testing::RunSolo(**untied_model, ids, 8);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->logits, b->logits) << "the untied head was not used";
+
+  auto q = QuantizeCheckpoint(untied, tmp + "/q4", {4, 64});
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  auto qc = Checkpoint::Open(tmp + "/q4");
+  ASSERT_TRUE(qc.ok());
+  EXPECT_NE((*qc)->Find("language_model.lm_head.weight"), nullptr);
+  EXPECT_NE((*qc)->Find("language_model.lm_head.scales"), nullptr);
+  auto q_model = Gemma4Model::Load(tmp + "/q4", *backend);
+  ASSERT_TRUE(q_model.ok()) << q_model.status().ToString();
+  EXPECT_FALSE((*q_model)->config().tie_word_embeddings);
+  EXPECT_TRUE((*q_model)->weights().lm_head.is_affine());
+}
+
 TEST(QuantizeErrors, RejectsBadOptionsAndQuantizedInput) {
   const std::string tmp = testing::MakeTempDir();
   const std::string tiny = testing::TestDataPath("models/tiny-e");

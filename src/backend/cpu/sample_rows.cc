@@ -2,6 +2,7 @@
 // (backend/sampler.h) with the parameters, ranges and (seed, step) of its
 // SampleRowParams, so the CPU backend matches the reference by
 // construction. Rows are independent and run in parallel.
+#include <cmath>
 #include <limits>
 #include <map>
 #include <span>
@@ -61,7 +62,11 @@ void SampleRows(const SampleArgs& a) {
                                        static_cast<size_t>(rp.history_count));
     LogProbs lp;
     float* row = a.logits.f32() + r * a.logits.stride;
-    const int token = sampler.Sample(row, history, rp.seed, rp.step, logprobs ? &lp : nullptr);
+    // A NaN logit means the model is broken (NaN weights or an overflow):
+    // the row reports kNonFiniteLogits instead of a token.
+    bool nan = false;
+    for (int j = 0; j < vocab; ++j) nan |= std::isnan(row[j]);
+    const int token = nan ? kNonFiniteLogits : sampler.Sample(row, history, rp.seed, rp.step, logprobs ? &lp : nullptr);
     a.out_ids.i32()[r * a.out_ids.stride] = token;
     if (logprobs) {
       int32_t* ids = a.logprob_ids.i32() + r * a.logprob_ids.stride;
