@@ -10,9 +10,16 @@ constexpr std::string_view kThink = "<|think|>";
 
 }  // namespace
 
+ChatMessage TextMessage(std::string role, std::string content) {
+  ChatMessage m;
+  m.role = std::move(role);
+  m.content = std::move(content);
+  return m;
+}
+
 StatusOr<std::string> Conversation::Render(bool empty_thought_channel) const {
   std::vector<ChatMessage> messages;
-  if (!system.empty()) messages.push_back(ChatMessage{.role = "system", .content = system});
+  if (!system.empty()) messages.push_back(TextMessage("system", system));
   messages.insert(messages.end(), turns.begin(), turns.end());
   ChatOptions options;
   options.enable_thinking = think;
@@ -49,12 +56,12 @@ StatusOr<Conversation> ParseConversation(std::string_view text) {
       }
       c.system = content;
     } else if (role == "user") {
-      c.turns.push_back(ChatMessage{.role = "user", .content = content});
+      c.turns.push_back(TextMessage("user", content));
     } else if (role == "model") {
       const std::string answer = SplitReasoning(content).answer;
       // An empty last model turn is the generation prompt, not an answer.
       if (!(close == std::string_view::npos && answer.empty()))
-        c.turns.push_back(ChatMessage{.role = "assistant", .content = answer});
+        c.turns.push_back(TextMessage("assistant", answer));
     } else {
       return bad("a turn with role \"" + role + "\"");
     }

@@ -143,7 +143,7 @@ class Chat {
   }
 
   void Turn(const std::string& message) {
-    conv_.turns.push_back(ChatMessage{.role = "user", .content = message});
+    conv_.turns.push_back(TextMessage("user", message));
     const Status s = Answer();
     if (!s.ok()) {
       conv_.turns.pop_back();
@@ -205,7 +205,7 @@ class Chat {
     if (notice) std::fprintf(stderr, "%s%s", notice, ::isatty(STDOUT_FILENO) ? "" : "\n");
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    conv_.turns.push_back(ChatMessage{.role = "assistant", .content = SplitReasoning(r.text).answer});
+    conv_.turns.push_back(TextMessage("assistant", SplitReasoning(r.text).answer));
     if (!f_.common.quiet) {
       const double ttft = pre.seconds + r.prefill_seconds;
       const double tps = r.decode_seconds > 0 ? r.tokens.size() / r.decode_seconds : 0;

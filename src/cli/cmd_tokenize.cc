@@ -66,9 +66,9 @@ int TextMode(const TokenizeFlags& f, const Tokenizer& tok, const std::string& te
     std::printf("%s]\n", line.c_str());
   } else {
     for (int32_t id : ids) {
-      // The text as a JSON string: spaces, newlines and bytes stay visible.
-      const std::string shown = f.pieces ? piece(id) : nlohmann::json(token_text(id)).dump(-1, ' ', false,
-                                                                       nlohmann::json::error_handler_t::replace);
+      // As a JSON string: spaces, newlines and stray bytes stay visible.
+      const std::string shown = nlohmann::json(f.pieces ? piece(id) : token_text(id))
+                                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       std::printf("%8d  %s\n", id, shown.c_str());
     }
   }

@@ -1,10 +1,12 @@
 // g4 generate's prompt handling shared by one prompt and --prompts FILE, and
 // the batched run over a prompts file.
+#include "cli/generate_job.h"
+
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/generate_job.h"
+#include "cli/chat_session.h"
 #include "core/mapped_file.h"
 #include "engine/text_sink.h"
 #include "tokenizer/chat_format.h"
@@ -61,8 +63,8 @@ StatusOr<std::vector<int32_t>> PromptIds(const ModelBundle& bundle, const Prompt
     return ids;
   }
   std::vector<ChatMessage> messages;
-  if (!job.system.empty()) messages.push_back(ChatMessage{.role = "system", .content = job.system});
-  messages.push_back(ChatMessage{.role = "user", .content = job.prompt});
+  if (!job.system.empty()) messages.push_back(TextMessage("system", job.system));
+  messages.push_back(TextMessage("user", job.prompt));
   ChatOptions chat;
   chat.enable_thinking = job.think;
   chat.empty_thought_channel = bundle.empty_thought_channel;

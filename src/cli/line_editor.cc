@@ -13,7 +13,6 @@
 #include <cwchar>
 #include <filesystem>
 
-#include "core/mapped_file.h"
 
 namespace g4::cli {
 namespace {
@@ -150,7 +149,9 @@ class EditlineReader final : public LineEditor {
     }
   }
 
-  // The whole history, written to a new file that replaces the old one.
+  // The whole history, written to a new file in the same folder that then
+  // replaces the old one (readers never see half a file). A symlink or
+  // anything but a regular file at the path is left alone.
   void Save() {
     if (history_path_.empty()) return;
     std::error_code ec;
@@ -159,15 +160,21 @@ class EditlineReader final : public LineEditor {
       std::filesystem::create_directories(dir, ec);
       ::chmod(dir.c_str(), 0700);
     }
-    char* buf = nullptr;
-    size_t size = 0;
-    FILE* mem = open_memstream(&buf, &size);
-    if (!mem) return;
+    struct stat st {};
+    if (::lstat(history_path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return;
+    std::string tmp = history_path_ + ".XXXXXX";
+    const int fd = ::mkstemp(tmp.data());  // mode 0600
+    if (fd < 0) return;
+    FILE* f = ::fdopen(fd, "w");
+    if (!f) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return;
+    }
     HistEvent ev;
-    history(hist_, &ev, H_SAVE_FP, mem);
-    std::fclose(mem);
-    if (WriteFileAtomic(history_path_, buf, size).ok()) ::chmod(history_path_.c_str(), 0600);
-    std::free(buf);
+    const bool ok = history(hist_, &ev, H_SAVE_FP, f) >= 0 && std::fflush(f) == 0 && ::fsync(fd) == 0;
+    std::fclose(f);
+    if (!ok || ::rename(tmp.c_str(), history_path_.c_str()) != 0) ::unlink(tmp.c_str());
   }
 
   std::string history_path_, prompt_;
