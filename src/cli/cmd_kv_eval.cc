@@ -214,7 +214,8 @@ int RunKvEval(int argc, char** argv) {
   std::string positional_model;
   app.add_option("MODEL", positional_model, "the model (same as -m)");
   AddCommonFlags(app, o.common, kModelFlag | kThreadsFlag | kJsonFlag);
-  app.add_option("--preset", o.preset, "instead of a model: bytes only, for a g4 synth geometry (e.g. e4b, 31b)");
+  app.add_option("--preset", o.preset, "instead of a model: bytes only, for a g4 synth geometry (e.g. e4b, 31b)")
+      ->check(CLI::IsMember(SynthPresetNames()));
   app.add_option("-c,--ctx-size,--context", o.context, "context length for --preset")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
       ->capture_default_str();

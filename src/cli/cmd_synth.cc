@@ -31,6 +31,8 @@ int RunSynth(int argc, char** argv) {
   if (auto code = ParseCommandLine(app, "synth", argc, argv)) return *code;
   Status s = FinishCommonFlags(common, {}, /*model_required=*/false);
   if (!s.ok()) return Fail("synth", s);
+  Verbose(common, "synth " + o.preset + " " + o.quant + ", seed " + std::to_string(o.seed) + " -> " + o.out_dir +
+                      (o.tokenizer_path.empty() ? "" : ", tokenizer " + o.tokenizer_path));
   std::unique_ptr<Progress> bar;
   o.progress = [&](uint64_t done, uint64_t total) {
     if (!bar) bar = std::make_unique<Progress>("synth", total, Progress::Unit::kBytes, !common.quiet);

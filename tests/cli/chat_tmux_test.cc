@@ -142,6 +142,10 @@ TEST(ChatPipes, AnswersOnStdoutEverythingElseOnStderr) {
   EXPECT_EQ(r.out.find("g4 chat"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("tokens"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("> "), std::string::npos) << r.out;  // no prompts without a terminal
+  // A conversation past the context (-c) is refused with a way out, and the chat goes on.
+  const auto full = testing::RunG4("chat " + DemoDir() + " -c 16 -n 4 < " + tmp + "/in.txt");
+  ASSERT_EQ(full.exit_code, 0) << full.all;
+  EXPECT_NE(full.all.find("past the context (16): /reset starts over"), std::string::npos) << full.all;
   // The first answer is the text `g4 generate` gives for the same turn.
   const auto solo = testing::RunG4("generate " + DemoDir() + " 'What is a Python dictionary?' --temp 0 -n 24 -q");
   ASSERT_GT(solo.out.size(), 1u);

@@ -49,6 +49,7 @@ TEST(CliGrammar, UsageErrorsExit2WithOneCommandLine) {
       {"perplexity", demo + " -f " + tmp + "/missing.txt"},
       {"kv-eval", ""},
       {"kv-eval", "-m " + demo + " --preset e2b"},
+      {"kv-eval", "--preset e3b"},
       {"quantize", Tiny()},                                 // no output
       {"quantize", Tiny() + " " + tmp + "/q --bits 7"},
       {"quantize", tmp + "/missing " + tmp + "/q"},
