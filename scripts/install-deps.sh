@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ make pkg-config git
       libgtest-dev libgmock-dev googletest libbenchmark-dev
       nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libfmt-dev
-      clang libclang-rt-14-dev libomp-dev tmux)
+      clang libclang-rt-14-dev libomp-dev tmux libedit-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

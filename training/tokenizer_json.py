@@ -1,6 +1,6 @@
 """A Gemma-style tokenizer.json for the demo model, trained with `tokenizers`.
 
-Gemma's tokenizer (shared docs gemma4-architecture.md section 6) is a
+Gemma's tokenizer (the tokenizer.json of the Gemma 4 repositories) is a
 byte-fallback BPE whose normalizer turns " " into "▁", with no real
 pre-tokenization, a decoder that undoes both, and special tokens at fixed
 names. g4's tokenizer implements exactly the step types that file uses, so the

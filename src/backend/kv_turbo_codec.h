@@ -1,5 +1,6 @@
 // TurboQuant numbers for one token row of K or V (all KV heads), the
-// kv:turbo codec (reference-system.md section 4; docs/kv-cache.md).
+// kv:turbo codec (as mlx-bun, github.com/joshuarossi/mlx-bun, implements
+// TurboQuant; docs/kv-cache.md).
 //
 // Keys, per group of 32 along the head dimension, no rotation:
 //   8 bits: s = (max - min) / 254, z = round((max + min) / 2s),

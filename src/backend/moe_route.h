@@ -1,4 +1,4 @@
-// MoE routing for one token (shared docs gemma4-architecture.md 3.5): softmax
+// MoE routing for one token (transformers' Gemma4 text router): softmax
 // over all experts, the k largest, renormalized over those k, then scaled per
 // expert. The host reference of Ops::MoeRoute, in this exact float order:
 //   m = max logit; p[e] = exp(logit[e] - m); s = p[0] + p[1] + ... (in e order);

@@ -170,7 +170,7 @@ class Ops {
   // dst[i, :] = src[rows[i], :] for i < dst.rows (rows: int32, device).
   virtual void GatherRows(const TensorView& src, const int32_t* rows, const TensorView& dst) = 0;
 
-  // MoE routing per row (gemma4-architecture.md 3.5): softmax over the E
+  // MoE routing per row (backend/moe_route.h): softmax over the E
   // logits, the top_k largest (ties: lower index), renormalized over those,
   // times per_expert_scale[e] (device, [E]). ids I32 [T, k] by descending
   // probability; weights F32 [T, k].

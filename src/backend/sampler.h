@@ -1,5 +1,6 @@
 // Sampler: turns one decode step's logits into a token id, the way mlx-lm
-// (and the reference system built on it) does. Chain, in order:
+// (and mlx-bun, github.com/joshuarossi/mlx-bun, built on it) does. Chain,
+// in order:
 //
 //   1. logit_bias                       logits[id] += bias
 //   2. repetition penalty               last N tokens: l > 0 ? l / r : l * r

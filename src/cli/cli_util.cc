@@ -30,11 +30,6 @@ StatusOr<std::vector<int32_t>> ParseIdList(const std::string& text) {
   return ids;
 }
 
-int Fail(const char* command, const Status& status) {
-  std::fprintf(stderr, "g4 %s: %s\n", command, status.ToString().c_str());
-  return 1;
-}
-
 size_t PeakRssBytes() {
   std::ifstream in("/proc/self/status");
   std::string line;

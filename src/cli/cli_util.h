@@ -1,4 +1,4 @@
-// Small helpers shared by the CLI commands: parsing lists, printing errors.
+// Small helpers shared by the CLI commands: parsing lists, memory use.
 #pragma once
 
 #include <cstdint>
@@ -12,9 +12,6 @@ namespace g4::cli {
 // "5,17,3" -> {5, 17, 3}. Empty items, non-integers and values outside int32
 // are errors naming the item.
 StatusOr<std::vector<int32_t>> ParseIdList(const std::string& text);
-
-// Prints "g4 CMD: <status>" to stderr and returns exit code 1.
-int Fail(const char* command, const Status& status);
 
 // Peak resident set size of this process in bytes (VmHWM).
 size_t PeakRssBytes();

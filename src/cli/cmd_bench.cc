@@ -15,6 +15,7 @@
 #include <random>
 
 #include "cli/cli_util.h"
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "engine/backend_factory.h"
@@ -28,12 +29,12 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
 struct BenchOptions {
-  std::string model_dir;
+  CommonFlags common;
+  std::string model_dir;  // resolved
   int prompt = 512;
   int gen = 64;
   int batch = 1;
   int copy_mib = 1024;
-  bool json = false;
   EngineFlags engine;
 };
 
@@ -101,6 +102,9 @@ StatusOr<BenchResult> RunBenchImpl(const BenchOptions& o) {
   BenchResult r;
   G4_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(o.engine.backend));
   r.backend = backend->Describe();
+  Verbose(o.common, "backend " + r.backend + " (OpenMP threads " + std::to_string(omp_get_max_threads()) + "), kv " +
+                        o.engine.kv + ", chunk " + std::to_string(o.engine.chunk) + ", batch " + std::to_string(o.batch) +
+                        ", prompt " + std::to_string(o.prompt) + ", gen " + std::to_string(o.gen));
   auto t0 = Clock::now();
   G4_ASSIGN_OR_RETURN(std::unique_ptr<Gemma4Model> model, Gemma4Model::Load(o.model_dir, *backend));
   r.load_s = Seconds(t0);
@@ -168,9 +172,10 @@ void Print(const BenchOptions& o, const BenchResult& r) {
   const double step_bytes = static_cast<double>(r.weight_bytes_per_token) +
                             static_cast<double>(r.kv_bytes_per_token) * o.batch;
   const double decode_gbps = step_bytes * row_tps / 1e9;
-  if (o.json) {
+  if (o.common.json) {
     nlohmann::ordered_json j;
-    j["model"] = o.model_dir;
+    j["model"] = o.common.model;
+    j["model_dir"] = o.model_dir;
     j["backend"] = r.backend;
     j["kv"] = o.engine.kv;
     j["threads"] = omp_get_max_threads();
@@ -194,7 +199,7 @@ void Print(const BenchOptions& o, const BenchResult& r) {
     std::printf("%s\n", j.dump().c_str());
     return;
   }
-  std::printf("model            %s (%.2f GB checkpoint), kv %s, batch %d\n", o.model_dir.c_str(),
+  std::printf("model            %s (%.2f GB checkpoint), kv %s, batch %d\n", o.common.model.c_str(),
               r.checkpoint_bytes / 1e9, o.engine.kv.c_str(), o.batch);
   std::printf("backend          %s\n", r.backend.c_str());
   std::printf("load             %.2f s\n", r.load_s);
@@ -213,22 +218,25 @@ void Print(const BenchOptions& o, const BenchResult& r) {
 }  // namespace
 
 int RunBench(int argc, char** argv) {
-  CLI::App app{"Measure prefill and greedy decode speed of a checkpoint", "g4 bench"};
+  CLI::App app{"Measure prefill and greedy decode speed of a checkpoint (loading is timed cold or warm as found)",
+               "g4 bench"};
   BenchOptions o;
-  app.add_option("--model", o.model_dir, "checkpoint directory (config.json + safetensors)")->required();
-  app.add_option("--prompt", o.prompt, "prompt tokens (pseudo-random ids)")->capture_default_str();
-  app.add_option("--gen", o.gen, "greedy decode steps")->capture_default_str();
+  std::string positional_model;
+  app.add_option("MODEL", positional_model, "the model (same as -m)");
+  AddCommonFlags(app, o.common, kModelFlag | kThreadsFlag | kJsonFlag);
+  app.add_option("--prompt", o.prompt, "prompt tokens (pseudo-random ids)")->check(CLI::Range(1, 1 << 24))->capture_default_str();
+  app.add_option("--gen", o.gen, "greedy decode steps")->check(CLI::Range(1, 1 << 24))->capture_default_str();
   app.add_option("--batch", o.batch, "sequences decoding together")->check(CLI::Range(1, 4096))->capture_default_str();
   AddEngineFlags(app, o.engine, "plain:bf16");
   app.add_option("--memcpy-mib", o.copy_mib, "size of the memcpy bandwidth test (0 skips it)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_flag("--json", o.json, "print one JSON object");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (auto code = ParseCommandLine(app, "bench", argc, argv)) return *code;
+  Status s = FinishCommonFlags(o.common, {&positional_model});
+  if (!s.ok()) return Fail("bench", s);
+  StatusOr<std::string> dir = ResolveModel(o.common);
+  if (!dir.ok()) return Fail("bench", dir.status());
+  o.model_dir = *dir;
   StatusOr<BenchResult> r = RunBenchImpl(o);
   if (!r.ok()) return Fail("bench", r.status());
   Print(o, *r);

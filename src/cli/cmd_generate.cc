@@ -1,185 +1,155 @@
-// g4 generate MODEL_DIR "prompt": one answer, streamed to stdout, then a
-// timing line on stderr. With --prompts FILE, every prompt of the file runs
-// through the batched engine together and one JSON line per prompt is
-// written to stdout, in input order.
+// g4 generate -m MODEL "prompt": one answer, streamed to stdout, then a
+// timing line on stderr (or, with --json / --logprobs N, one JSON object).
+// With --prompts FILE, every prompt of the file runs through the batched
+// engine together and one JSON line per prompt is written to stdout, in
+// input order (cli/generate_job.cc).
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_util.h"
+#include "cli/command_line.h"
 #include "cli/commands.h"
-#include "cli/engine_flags.h"
-#include "cli/sampling_flags.h"
+#include "cli/generate_job.h"
+#include "cli/prefill.h"
+#include "cli/session_file.h"
+#include "core/mapped_file.h"
 #include "engine/generator.h"
-#include "engine/text_sink.h"
-#include "tokenizer/chat_format.h"
 
 namespace g4::cli {
 namespace {
 
-struct GenerateFlags {
-  std::string model_dir, prompt, system, prompts_file;
-  bool raw = false, think = false;
-  SamplingFlags sampling;
-  EngineFlags engine;
-};
+// The decoded text of one token (JSON-safe: invalid UTF-8 is replaced when
+// dumped).
+nlohmann::ordered_json LogProbsJson(const Tokenizer& tok, const LogProbs& lp) {
+  auto text = [&](int id) { return tok.Decode(std::vector<int32_t>{id}); };
+  nlohmann::ordered_json j = {{"id", lp.token}, {"token", text(lp.token)}, {"logprob", lp.logprob}};
+  nlohmann::ordered_json top = nlohmann::ordered_json::array();
+  for (const TokenLogProb& t : lp.top) top.push_back({{"id", t.id}, {"token", text(t.id)}, {"logprob", t.logprob}});
+  j["top"] = std::move(top);
+  return j;
+}
 
-// One prompt: its text and what may differ per prompt in a JSON line.
-struct PromptJob {
-  std::string prompt, system;
-  bool raw = false, think = false;
-  SamplingParams sampling;
-  int max_tokens = 0;
-  std::vector<std::string> stop;
-};
-
-StatusOr<std::vector<int32_t>> PromptIds(const ModelBundle& bundle, const PromptJob& job) {
-  std::vector<int32_t> ids;
-  if (job.raw) {
-    // Raw completion: BOS, then the text (spec 6.1: the tokenizer adds none).
-    if (bundle.tokenizer->bos_id() >= 0) ids.push_back(bundle.tokenizer->bos_id());
-    G4_ASSIGN_OR_RETURN(std::vector<int32_t> text, bundle.tokenizer->Encode(job.prompt));
-    ids.insert(ids.end(), text.begin(), text.end());
-    return ids;
+// Loads --prompt-cache into `gen` when it holds a prefix of `ids`. A file of
+// another model or scheme, or a damaged one, is reported and replaced.
+std::vector<int32_t> UsePromptCache(const GenerateFlags& f, Engine& engine, Generator& gen,
+                                    const KvFileIdentity& identity, const std::vector<int32_t>& ids) {
+  if (f.prompt_cache.empty()) return {};
+  std::error_code ec;
+  if (!std::filesystem::exists(f.prompt_cache, ec)) {
+    Verbose(f.common, "prompt cache " + f.prompt_cache + ": not there yet; it will be written");
+    return {};
   }
-  std::vector<ChatMessage> messages;
-  if (!job.system.empty()) messages.push_back({.role = "system", .content = job.system});
-  messages.push_back({.role = "user", .content = job.prompt});
-  ChatOptions chat;
-  chat.enable_thinking = job.think;
-  chat.empty_thought_channel = bundle.empty_thought_channel;
-  G4_ASSIGN_OR_RETURN(std::string rendered, RenderChat(messages, chat));
-  return bundle.tokenizer->Encode(rendered);
+  StatusOr<LoadedKv> loaded = LoadSession(f.prompt_cache, engine, identity);
+  if (!loaded.ok()) {
+    if (!f.common.quiet)
+      std::fprintf(stderr, "[g4] prompt cache not used (%s); it will be replaced\n",
+                   loaded.status().ToString().c_str());
+    return {};
+  }
+  std::vector<int32_t> tokens = loaded->tokens;
+  const bool prefix = tokens.size() < ids.size() && std::equal(tokens.begin(), tokens.end(), ids.begin());
+  if (prefix) {
+    gen.Adopt(std::move(loaded->seq), loaded->tokens);
+    Verbose(f.common, "prompt cache " + f.prompt_cache + ": reusing " + std::to_string(tokens.size()) + " tokens");
+  } else {
+    Verbose(f.common, "prompt cache " + f.prompt_cache + ": holds another prompt; it will be replaced");
+  }
+  return tokens;
 }
 
-std::vector<int> StopIds(const ModelBundle& bundle, const PromptJob& job) {
-  return job.raw ? bundle.RawStopIds() : bundle.ChatStopIds();
-}
-
-Status RunOne(const GenerateFlags& f, ModelBundle& bundle, Engine& engine, const PromptJob& job) {
+Status RunOne(const GenerateFlags& f, const std::string& model_dir, ModelBundle& bundle, Engine& engine,
+              PromptJob job) {
   G4_ASSIGN_OR_RETURN(std::vector<int32_t> ids, PromptIds(bundle, job));
+  G4_RETURN_IF_ERROR(FitContext(f.ctx, bundle, ids.size(), &job.max_tokens));
   GenerateOptions options;
   options.sampling = job.sampling;
   options.max_tokens = job.max_tokens;
   options.stop_strings = job.stop;
   options.stop_ids = StopIds(bundle, job);
+  options.top_logprobs = f.logprobs;
   Generator gen(engine, *bundle.tokenizer);
-  G4_ASSIGN_OR_RETURN(GenerateResult r, gen.Generate(ids, options, [](std::string_view text) {
-                        std::fwrite(text.data(), 1, text.size(), stdout);
-                        std::fflush(stdout);
-                      }));
+  KvFileIdentity identity;
+  std::vector<int32_t> file_tokens;
+  if (!f.prompt_cache.empty()) {
+    identity = SessionIdentity(bundle, model_dir);
+    file_tokens = UsePromptCache(f, engine, gen, identity, ids);
+  }
+  G4_ASSIGN_OR_RETURN(PrefillStats pre, Prefill(gen, ids, 4 * f.engine.chunk, !f.common.quiet));
+  if (!f.prompt_cache.empty() && gen.cached_tokens() != file_tokens) {
+    Status saved = SaveSession(f.prompt_cache, engine, gen, identity);
+    if (!saved.ok()) return saved.WithContext("[generate] --prompt-cache");
+    Verbose(f.common, "prompt cache " + f.prompt_cache + ": saved " + std::to_string(gen.cached_tokens().size()) +
+                          " tokens");
+  }
+  const bool json = f.common.json || f.logprobs >= 0;
+  auto stream = [](std::string_view text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  };
+  G4_ASSIGN_OR_RETURN(GenerateResult r, gen.Generate(ids, options, json ? std::function<void(std::string_view)>() : stream));
+  const double prefill_s = pre.seconds + r.prefill_seconds;
+  const int run_tokens = static_cast<int>(pre.ran) + (r.prompt_tokens - r.reused_tokens);
+  const double prefill_tps = prefill_s > 0 ? run_tokens / prefill_s : 0;
+  const double decode_tps = r.decode_seconds > 0 ? r.tokens.size() / r.decode_seconds : 0;
+  if (json) {
+    nlohmann::ordered_json j;
+    j["text"] = r.text;
+    j["finish_reason"] = r.finish_reason;
+    j["prompt_tokens"] = r.prompt_tokens;
+    j["cached_tokens"] = pre.reused;
+    j["completion_tokens"] = r.tokens.size();
+    j["seed"] = *job.sampling.seed;
+    j["ttft_ms"] = prefill_s * 1000;
+    j["prefill_tok_s"] = prefill_tps;
+    j["decode_tok_s"] = decode_tps;
+    if (f.logprobs >= 0) {
+      nlohmann::ordered_json lps = nlohmann::ordered_json::array();
+      for (const LogProbs& lp : r.logprobs) lps.push_back(LogProbsJson(*bundle.tokenizer, lp));
+      j["logprobs"] = std::move(lps);
+    }
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::fflush(stdout);
+    return Status::Ok();
+  }
   std::printf("\n");
   std::fflush(stdout);
-  const double prefill_tps = r.prefill_seconds > 0 ? r.prompt_tokens / r.prefill_seconds : 0;
-  const double decode_tps = r.decode_seconds > 0 ? r.tokens.size() / r.decode_seconds : 0;
-  std::fprintf(stderr,
-               "[g4] prompt %d tokens, %.1f tok/s | decode %zu tokens, %.1f tok/s | time to first token %.0f ms | "
-               "finish: %s\n",
-               r.prompt_tokens, prefill_tps, r.tokens.size(), decode_tps, r.prefill_seconds * 1000,
-               r.finish_reason.c_str());
+  if (!f.common.quiet)
+    std::fprintf(stderr,
+                 "[g4] prompt %d tokens (%lld cached), %.1f tok/s | decode %zu tokens, %.1f tok/s | time to first "
+                 "token %.0f ms | finish: %s\n",
+                 r.prompt_tokens, static_cast<long long>(pre.reused), prefill_tps, r.tokens.size(), decode_tps,
+                 prefill_s * 1000, r.finish_reason.c_str());
   return Status::Ok();
 }
 
-// A line of --prompts: plain text, or a JSON object {"prompt": ..., and
-// optionally "system", "raw", "think", "max_tokens", "temperature", "top_p",
-// "top_k", "min_p", "seed", "stop": [...]} overriding the flags.
-StatusOr<PromptJob> ParsePromptLine(const std::string& line, const PromptJob& defaults, int64_t line_no) {
-  PromptJob job = defaults;
-  const size_t first = line.find_first_not_of(" \t\r");
-  if (first == std::string::npos || line[first] != '{') {
-    job.prompt = line;
-    return job;
+Status RunGenerateImpl(GenerateFlags& f) {
+  if (!f.file.empty()) {
+    G4_ASSIGN_OR_RETURN(f.prompt, ReadFileToString(f.file));
   }
-  auto where = [&] { return "[generate] --prompts line " + std::to_string(line_no) + ": "; };
-  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(where() + "not a JSON object");
-  try {
-    if (!j.contains("prompt") || !j["prompt"].is_string()) return InvalidArgument(where() + "needs a \"prompt\" string");
-    job.prompt = j["prompt"].get<std::string>();
-    for (const auto& [key, value] : j.items()) {
-      if (key == "prompt") continue;
-      else if (key == "system") job.system = value.get<std::string>();
-      else if (key == "raw") job.raw = value.get<bool>();
-      else if (key == "think") job.think = value.get<bool>();
-      else if (key == "max_tokens") job.max_tokens = value.get<int>();
-      else if (key == "temperature") job.sampling.temperature = value.get<float>();
-      else if (key == "top_p") job.sampling.top_p = value.get<float>();
-      else if (key == "top_k") job.sampling.top_k = value.get<int>();
-      else if (key == "min_p") job.sampling.min_p = value.get<float>();
-      else if (key == "seed") job.sampling.seed = value.get<uint64_t>();
-      else if (key == "stop") job.stop = value.get<std::vector<std::string>>();
-      else return InvalidArgument(where() + "unknown field \"" + key + "\"");
-    }
-  } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument(where() + "a field has the wrong type (" + e.what() + ")");
-  }
-  if (job.max_tokens < 0) return InvalidArgument(where() + "max_tokens must be >= 0");
-  return job;
-}
-
-Status RunBatch(const GenerateFlags& f, ModelBundle& bundle, Engine& engine, const PromptJob& defaults) {
-  std::ifstream in(f.prompts_file);
-  if (!in) return NotFound("[generate] cannot read " + f.prompts_file);
-  std::vector<PromptJob> jobs;
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines separate nothing
-    G4_ASSIGN_OR_RETURN(PromptJob job, ParsePromptLine(line, defaults, n));
-    jobs.push_back(std::move(job));
-  }
-  std::vector<std::unique_ptr<TextSink>> sinks;
-  std::vector<int> prompt_tokens;
-  for (const PromptJob& job : jobs) {
-    G4_ASSIGN_OR_RETURN(std::vector<int32_t> ids, PromptIds(bundle, job));
-    sinks.push_back(std::make_unique<TextSink>(*bundle.tokenizer, StopIds(bundle, job), job.stop));
-    SequenceRequest req;
-    req.prompt = std::move(ids);
-    prompt_tokens.push_back(static_cast<int>(req.prompt.size()));
-    req.max_new_tokens = job.max_tokens;
-    req.sampling = job.sampling;
-    for (int id : StopIds(bundle, job)) req.stop_ids.push_back(id);
-    req.sink = sinks.back().get();
-    G4_ASSIGN_OR_RETURN(RequestId id, engine.scheduler().Submit(std::move(req)));
-    (void)id;
-  }
-  G4_RETURN_IF_ERROR(engine.scheduler().RunUntilIdle());
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    GenerateResult& r = sinks[i]->result();
-    nlohmann::ordered_json j;
-    j["index"] = i;
-    j["text"] = r.text;
-    j["finish_reason"] = sinks[i]->status().ok() ? r.finish_reason : "error";
-    j["prompt_tokens"] = prompt_tokens[i];
-    j["completion_tokens"] = r.tokens.size();
-    if (!sinks[i]->status().ok()) j["error"] = sinks[i]->status().ToString();
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-  }
-  std::fflush(stdout);
-  const SchedulerStats st = engine.scheduler().stats();
-  std::fprintf(stderr, "[g4] %zu prompts | %lld steps, %lld tokens run, %lld sampled | %.2f s in the model\n",
-               jobs.size(), static_cast<long long>(st.steps), static_cast<long long>(st.rows),
-               static_cast<long long>(st.sampled), st.forward_seconds);
-  return Status::Ok();
-}
-
-Status RunGenerateImpl(const GenerateFlags& f) {
-  if (f.prompts_file.empty() == f.prompt.empty())
-    return InvalidArgument("give either a prompt or --prompts FILE");
-  G4_ASSIGN_OR_RETURN(std::unique_ptr<ModelBundle> bundle, LoadModelBundle(f.model_dir, f.engine.backend));
+  std::string model_dir;
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<ModelBundle> bundle, LoadBundle(f.common, f.engine.backend, &model_dir));
   EngineFlags ef = f.engine;
   if (f.prompts_file.empty()) ef.max_seqs = 1;
+  Verbose(f.common, "kv " + ef.kv + ", chunk " + std::to_string(ef.chunk) + ", max_seqs " +
+                        std::to_string(ef.max_seqs) + ", context " + std::to_string(ContextSize(f.ctx, *bundle)));
   G4_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*bundle->model, ToEngineOptions(ef)));
   PromptJob defaults;
   defaults.prompt = f.prompt;
   defaults.system = f.system;
   defaults.raw = f.raw;
   defaults.think = f.think;
-  defaults.sampling = ResolveSampling(f.sampling, *bundle);
+  G4_ASSIGN_OR_RETURN(defaults.sampling, ResolveSampling(f.sampling, *bundle));
   defaults.max_tokens = f.sampling.max_tokens;
   defaults.stop = f.sampling.stop;
-  if (!f.prompts_file.empty()) return RunBatch(f, *bundle, *engine, defaults);
-  return RunOne(f, *bundle, *engine, defaults);
+  Verbose(f.common, "sampling: " + DescribeSampling(defaults.sampling) + ", max_tokens " +
+                        std::to_string(defaults.max_tokens));
+  if (!f.prompts_file.empty()) {
+    // Without --seed every prompt draws its own seed (printed per line).
+    if (f.sampling.seed < 0) defaults.sampling.seed.reset();
+    return RunBatch(f, *bundle, *engine, defaults);
+  }
+  return RunOne(f, model_dir, *bundle, *engine, defaults);
 }
 
 }  // namespace
@@ -187,24 +157,42 @@ Status RunGenerateImpl(const GenerateFlags& f) {
 int RunGenerate(int argc, char** argv) {
   CLI::App app{"Generate an answer to a prompt, streaming it to stdout", "g4 generate"};
   GenerateFlags f;
-  app.add_option("model", f.model_dir, "model directory")->required();
-  app.add_option("prompt", f.prompt, "the prompt");
+  std::string positional_model;
+  app.add_option("MODEL", positional_model, "the model (same as -m)");
+  app.add_option("PROMPT", f.prompt, "the prompt");
+  AddCommonFlags(app, f.common, kModelFlag | kThreadsFlag | kJsonFlag);
+  std::string prompt_opt;
+  app.add_option("-p,--prompt", prompt_opt, "the prompt (instead of the PROMPT argument)");
+  app.add_option("-f,--file", f.file, "read the prompt from this file");
   app.add_option("--prompts", f.prompts_file,
                  "file of prompts, one per line (text, or JSON objects with \"prompt\" and per-prompt options): "
                  "runs them together and prints one JSON line per prompt, in order");
   app.add_flag("--raw", f.raw, "complete the text as is, without the chat format");
   app.add_option("--system", f.system, "system prompt (chat format only)");
   app.add_flag("--think", f.think, "enable thinking (chat format only)");
+  AddContextFlag(app, f.ctx,
+                 "context size: prompt + answer tokens at most (default 0: the model's max_position_embeddings)");
   AddSamplingFlags(app, f.sampling);
+  app.add_option("--logprobs", f.logprobs,
+                 "report the log-probability of each token and of its N likeliest alternatives (JSON output)")
+      ->check(CLI::Range(0, 20));
+  app.add_option("--prompt-cache", f.prompt_cache,
+                 "KV cache file (.g4kv): reused when the prompt extends the one it holds; written after the prompt");
   AddEngineFlags(app, f.engine, "plain:bf16", /*batch=*/true);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+  if (auto code = ParseCommandLine(app, "generate", argc, argv)) return *code;
+  Status s = FinishCommonFlags(f.common, {&positional_model, &f.prompt});
+  if (s.ok() && !prompt_opt.empty()) {
+    if (!f.prompt.empty()) s = UsageStatus("give the prompt once: as an argument or with -p, not both");
+    f.prompt = prompt_opt;
   }
-  Status s = RunGenerateImpl(f);
-  if (!s.ok()) return Fail("generate", s);
-  return 0;
+  const int sources = !f.prompt.empty() + !f.file.empty() + !f.prompts_file.empty();
+  if (s.ok() && sources != 1)
+    s = UsageStatus(sources == 0 ? "no prompt: give PROMPT, -p TEXT, -f FILE or --prompts FILE"
+                                 : "give one of PROMPT / -p, -f FILE and --prompts FILE");
+  if (s.ok() && !f.prompts_file.empty() && (!f.prompt_cache.empty() || f.logprobs >= 0))
+    s = UsageStatus("--prompt-cache and --logprobs work on one prompt, not with --prompts");
+  if (s.ok()) s = RunGenerateImpl(f);
+  return s.ok() ? kExitOk : Fail("generate", s);
 }
 
 }  // namespace g4::cli

@@ -10,16 +10,22 @@
 // the model would actually produce; every mode is then fed exactly that
 // sequence one token at a time.
 //
-// With --preset (a g4 synth geometry) instead of --model, only the bytes are
+// With --preset (a g4 synth geometry) instead of a model, only the bytes are
 // computed, from the configuration alone: no weights are needed.
+#include <omp.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <cmath>
 #include <cstdio>
 #include <random>
 
 #include "cli/cli_util.h"
+#include "cli/command_line.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "cli/warm_checkpoint.h"
 #include "engine/backend_factory.h"
 #include "engine/engine.h"
 #include "engine/logit_stats.h"
@@ -31,7 +37,8 @@ namespace g4::cli {
 namespace {
 
 struct KvEvalOptions {
-  std::string model_dir, preset, prompt_text, backend = "auto";
+  CommonFlags common;
+  std::string preset, prompt_text, backend = "auto";
   int64_t context = 32768;
   std::vector<std::string> modes;
   int tokens = 64;
@@ -88,19 +95,33 @@ Status RunKvEvalImpl(const KvEvalOptions& o) {
     if (o.context <= 0) return InvalidArgument("--context must be positive");
     G4_ASSIGN_OR_RETURN(std::string text, SynthConfigJson(o.preset, "bf16"));
     G4_ASSIGN_OR_RETURN(Gemma4Config config, ParseGemma4Config(text));
-    std::printf("preset %s: KV cache at a %lld-token context\n", o.preset.c_str(), static_cast<long long>(o.context));
-    std::printf("%-14s %16s %12s  %s\n", "mode", "bytes/token", "total GiB", "scheme");
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    if (!o.common.json) {
+      std::printf("preset %s: KV cache at a %lld-token context\n", o.preset.c_str(), static_cast<long long>(o.context));
+      std::printf("%-14s %16s %12s  %s\n", "mode", "bytes/token", "total GiB", "scheme");
+    }
     for (size_t i = 0; i < schemes.size(); ++i) {
       // An empty pool: its projection needs the formats, not storage.
       G4_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool, KvPool::Create(config, schemes[i], *backend, KvPoolOptions{}));
       const double bytes = static_cast<double>(pool->ProjectedBytes(o.context));
+      if (o.common.json) {
+        rows.push_back({{"mode", modes[i]}, {"scheme", schemes[i].signature()}, {"bytes_per_token", bytes / o.context},
+                        {"total_bytes", bytes}});
+        continue;
+      }
       std::printf("%-14s %16.1f %12.3f  %s\n", modes[i].c_str(), bytes / o.context, bytes / (1u << 30),
                   schemes[i].signature().c_str());
     }
+    if (o.common.json) {
+      nlohmann::ordered_json j = {{"preset", o.preset}, {"context", o.context}, {"modes", rows}};
+      std::printf("%s\n", j.dump().c_str());
+    }
     return Status::Ok();
   }
-  if (o.model_dir.empty()) return InvalidArgument("give --model DIR (or --preset NAME for bytes only)");
-  G4_ASSIGN_OR_RETURN(std::unique_ptr<Gemma4Model> model, Gemma4Model::Load(o.model_dir, *backend));
+  G4_ASSIGN_OR_RETURN(std::string dir, ResolveModel(o.common));
+  WarmCheckpoint(dir, !o.common.quiet);
+  Verbose(o.common, "backend " + backend->Describe() + " (OpenMP threads " + std::to_string(omp_get_max_threads()) + ")");
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<Gemma4Model> model, Gemma4Model::Load(dir, *backend));
   const int64_t V = model->vocab_size();
   std::vector<int32_t> prompt;
   if (!o.prompt_text.empty()) {
@@ -165,7 +186,17 @@ Status RunKvEvalImpl(const KvEvalOptions& o) {
     r.top1 = static_cast<double>(agree) / rows;
     results.push_back(r);
   }
-  std::printf("model %s: %zu prompt tokens + %d teacher-forced decode steps\n", o.model_dir.c_str(), prompt.size(),
+  if (o.common.json) {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const ModeResult& r : results)
+      rows.push_back({{"mode", r.mode}, {"scheme", r.signature}, {"bytes_per_token_32k", r.bytes_per_token_32k},
+                      {"allocated_bytes", r.allocated}, {"kl_vs_plain", r.kl}, {"top1_agreement", r.top1}});
+    nlohmann::ordered_json j = {{"model", o.common.model}, {"prompt_tokens", prompt.size()},
+                                {"decode_steps", o.tokens}, {"modes", rows}};
+    std::printf("%s\n", j.dump().c_str());
+    return Status::Ok();
+  }
+  std::printf("model %s: %zu prompt tokens + %d teacher-forced decode steps\n", o.common.model.c_str(), prompt.size(),
               o.tokens);
   std::printf("%-14s %16s %14s %12s %8s  %s\n", "mode", "bytes/token@32k", "allocated", "KL vs plain", "top-1",
               "scheme");
@@ -180,28 +211,34 @@ Status RunKvEvalImpl(const KvEvalOptions& o) {
 int RunKvEval(int argc, char** argv) {
   CLI::App app{"Bytes per token and quality (KL, top-1 vs plain) of each KV cache mode", "g4 kv-eval"};
   KvEvalOptions o;
-  auto* model = app.add_option("--model", o.model_dir, "checkpoint directory (config.json + safetensors)");
-  app.add_option("--preset", o.preset, "instead of --model: bytes only, for a g4 synth geometry (e.g. e4b, 31b)")
-      ->excludes(model);
-  app.add_option("--context", o.context, "context length for --preset")->capture_default_str();
-  app.add_option("--tokens", o.tokens, "teacher-forced decode steps")->capture_default_str();
+  std::string positional_model;
+  app.add_option("MODEL", positional_model, "the model (same as -m)");
+  AddCommonFlags(app, o.common, kModelFlag | kThreadsFlag | kJsonFlag);
+  app.add_option("--preset", o.preset, "instead of a model: bytes only, for a g4 synth geometry (e.g. e4b, 31b)")
+      ->check(CLI::IsMember(SynthPresetNames()));
+  app.add_option("-c,--ctx-size,--context", o.context, "context length for --preset")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
+  app.add_option("--tokens", o.tokens, "teacher-forced decode steps")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--prompt-ids", o.prompt_text, "prompt token ids, comma separated (default: random ids)");
-  app.add_option("--prompt-len", o.prompt_len, "length of the random prompt")->capture_default_str();
+  app.add_option("--prompt-len", o.prompt_len, "length of the random prompt")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the random prompt")->capture_default_str();
-  app.add_option("--mode", o.modes,
-                 "KV mode to evaluate (repeatable; default: plain, affine:8, affine:4, affine:4:32, turbo:k8v3, "
-                 "turbo:k4v3); same syntax as g4 logits --kv");
-  app.add_option("--chunk", o.chunk, "prefill chunk size")->check(CLI::PositiveNumber);
-  app.add_option("--backend", o.backend, "where to run: cpu, cuda, or auto")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  Status s = RunKvEvalImpl(o);
-  if (!s.ok()) return Fail("kv-eval", s);
-  return 0;
+  app.add_option("--kv,--mode", o.modes,
+                 "KV mode to evaluate, one per use (default: plain, affine:8, affine:4, affine:4:32, turbo:k8v3, "
+                 "turbo:k4v3); docs/kv-cache.md")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--chunk", o.chunk, "prefill chunk size")->check(CLI::PositiveNumber)->capture_default_str();
+  AddBackendFlag(app, o.backend);
+  if (auto code = ParseCommandLine(app, "kv-eval", argc, argv)) return *code;
+  Status s = FinishCommonFlags(o.common, {&positional_model}, /*model_required=*/false);
+  if (s.ok() && o.common.model.empty() == o.preset.empty())
+    s = UsageStatus("give a model (-m MODEL) or --preset NAME (bytes only), not both");
+  if (s.ok()) s = RunKvEvalImpl(o);
+  return s.ok() ? kExitOk : Fail("kv-eval", s);
 }
 
 }  // namespace g4::cli

@@ -3,12 +3,16 @@
 // Several --ids run together as one batch; each sequence's tensors are
 // suffixed with its index (logits.0, logits.1, ...), except that a single
 // --ids keeps the plain names (logits, greedy_ids, ...).
+#include <omp.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 
 #include "backend/cpu/cpu_backend.h"
 #include "cli/cli_util.h"
+#include "cli/command_line.h"
+#include "cli/warm_checkpoint.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "engine/backend_factory.h"
@@ -19,7 +23,8 @@ namespace g4::cli {
 namespace {
 
 struct LogitsOptions {
-  std::string model_dir, decode_text, out;
+  CommonFlags common;
+  std::string decode_text, out;
   std::vector<std::string> ids_texts;
   int greedy = 0;
   EngineFlags engine;
@@ -62,8 +67,12 @@ Status RunLogitsImpl(const LogitsOptions& o) {
     G4_ASSIGN_OR_RETURN(decode_ids, ParseIdList(o.decode_text));
   }
   if (o.greedy < 0) return InvalidArgument("--greedy must be >= 0");
+  G4_ASSIGN_OR_RETURN(std::string dir, ResolveModel(o.common));
+  WarmCheckpoint(dir, !o.common.quiet);
   G4_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(o.engine.backend));
-  G4_ASSIGN_OR_RETURN(std::unique_ptr<Gemma4Model> model, Gemma4Model::Load(o.model_dir, *backend));
+  Verbose(o.common, "backend " + backend->Describe() + " (OpenMP threads " + std::to_string(omp_get_max_threads()) +
+                        "), kv " + o.engine.kv + ", chunk " + std::to_string(o.engine.chunk));
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<Gemma4Model> model, Gemma4Model::Load(dir, *backend));
   const int64_t V = model->vocab_size();
   EngineOptions eo = ToEngineOptions(o.engine);
   eo.max_seqs = static_cast<int>(2 * prompts.size());
@@ -125,24 +134,27 @@ Status RunLogitsImpl(const LogitsOptions& o) {
 int RunLogits(int argc, char** argv) {
   CLI::App app{"Write logits for prompts (and greedy / teacher-forced decode) to a safetensors file", "g4 logits"};
   LogitsOptions o;
-  app.add_option("--model", o.model_dir, "checkpoint directory (config.json + safetensors)")->required();
+  std::string positional_model;
+  app.add_option("MODEL", positional_model, "the model (same as -m)");
+  AddCommonFlags(app, o.common, kModelFlag | kThreadsFlag);
   app.add_option("--ids", o.ids_texts,
                  "prompt token ids, comma separated; repeat for several sequences run as one batch "
                  "(tensors logits.0, logits.1, ...)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->required();
-  app.add_option("--greedy", o.greedy, "greedy steps: writes greedy_ids [N] and greedy_logits [N, V]");
+  app.add_option("--greedy", o.greedy, "greedy steps: writes greedy_ids [N] and greedy_logits [N, V]")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--decode-ids", o.decode_text,
                  "ids fed one by one after each prompt: writes decode_logits [K, V]");
   AddEngineFlags(app, o.engine, "plain");
-  app.add_option("--out", o.out, "output safetensors file")->required();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  Status s = RunLogitsImpl(o);
-  if (!s.ok()) return Fail("logits", s);
-  return 0;
+  app.add_option("-o,--out", o.out, "output safetensors file")->required();
+  if (auto code = ParseCommandLine(app, "logits", argc, argv)) return *code;
+  Status s = FinishCommonFlags(o.common, {&positional_model});
+  if (s.ok()) s = RunLogitsImpl(o);
+  return s.ok() ? kExitOk : Fail("logits", s);
 }
 
 }  // namespace g4::cli

@@ -12,7 +12,9 @@ const std::vector<Command>& Commands() {
       {"kv-eval", "compare KV-cache modes: bytes per token, KL and top-1 vs plain", RunKvEval},
       {"quantize", "write an MLX affine-quantized checkpoint from a Hugging Face one", RunQuantize},
       {"perplexity", "perplexity of a model on a text file", RunPerplexity},
-      {"tokenize", "encode JSON strings to ids with a tokenizer.json", RunTokenize},
+      {"tokenize", "token ids of a text (with their text or pieces)", RunTokenize},
+      {"detokenize", "text of token ids", RunDetokenize},
+      {"models", "list the Gemma 4 checkpoints in the local Hugging Face cache", RunModels},
   };
   return kCommands;
 }

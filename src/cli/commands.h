@@ -24,5 +24,7 @@ int RunGenerate(int argc, char** argv);
 int RunChat(int argc, char** argv);
 int RunQuantize(int argc, char** argv);
 int RunPerplexity(int argc, char** argv);
+int RunDetokenize(int argc, char** argv);
+int RunModels(int argc, char** argv);
 
 }  // namespace g4::cli

@@ -1,6 +1,6 @@
-// g4 quantize: Hugging Face Gemma 4 checkpoint -> MLX affine-quantized one
-// (shared docs gemma4-architecture.md 4.2-4.4), the layout mlx-community
-// uploads use, so g4 and MLX tools load the result alike.
+// g4 quantize: Hugging Face Gemma 4 checkpoint -> MLX affine-quantized one,
+// the layout mlx-community uploads use (what mlx-lm's converter writes), so
+// g4 and MLX tools load the result alike.
 //
 // What is written to OUT_DIR:
 //  - model.safetensors: tensor names "language_model.model.<module>"; every
@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/status.h"
@@ -40,6 +41,9 @@ namespace g4 {
 struct QuantizeOptions {
   int bits = 4;         // 2, 3, 4, 5, 6 or 8
   int group_size = 64;  // 32, 64 or 128
+  // Called after each output tensor with the bytes of model.safetensors
+  // written so far and its total (for a progress display); calling thread.
+  std::function<void(uint64_t done, uint64_t total)> progress;
 };
 
 struct QuantizeReport {
@@ -52,8 +56,9 @@ struct QuantizeReport {
 
 // Reads IN_DIR (config.json + model.safetensors or a sharded index) and
 // writes OUT_DIR (created if needed; an existing model.safetensors is
-// replaced atomically). Errors start with "[quantize]"; an input that is
-// already quantized is Unsupported.
+// replaced atomically, a stale model.safetensors.index.json removed).
+// Errors start with "[quantize]"; an input that is already quantized is
+// Unsupported.
 StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& in_dir, const std::string& out_dir,
                                             const QuantizeOptions& options);
 

@@ -26,8 +26,9 @@ using ordered_json = nlohmann::ordered_json;
 constexpr int kVocab = 262144;
 constexpr int kGroupSize = 64;
 
-// Published text-config values (shared docs 2.3). Layer l is full attention
-// iff (l + 1) % period == 0; the last layer is always full.
+// Published text-config values (the released config.json files of each
+// size). Layer l is full attention iff (l + 1) % period == 0; the last layer
+// is always full.
 struct Preset {
   const char* name;
   const char* top_type;
@@ -94,8 +95,8 @@ StatusOr<const Preset*> RequirePreset(const std::string& name) {
   return InvalidArgument("[synth] unknown preset '" + name + "' (expected one of " + names + ")");
 }
 
-// Per-layer geometry derived here from the preset (shared docs 2.4), on its
-// own, so it cross-checks the config parser's derivation.
+// Per-layer geometry (KV sharing, K=V, double-wide MLP) derived here from
+// the preset on its own, so it cross-checks the config parser's derivation.
 struct LayerPlan {
   bool full = false;
   int head_dim = 0;
@@ -453,9 +454,19 @@ StatusOr<SynthSummary> SynthesizeImpl(const SynthOptions& o) {
   const auto& decls = plan.decls();
   const auto& tensors = plan.tensors();
   const std::string st_path = JoinPath(o.out_dir, "model.safetensors");
+  uint64_t total = 0, done = 0;
+  for (const TensorDecl& d : decls) {
+    uint64_t n = DTypeSize(d.dtype);
+    for (int64_t s : d.shape) n *= static_cast<uint64_t>(s);
+    total += n;
+  }
   G4_RETURN_IF_ERROR(WriteSafetensorsStreaming(
       st_path, decls,
-      [&](size_t i, uint8_t* out, size_t nbytes) { FillTensor(tensors[i], decls[i], o.seed, out, nbytes); },
+      [&](size_t i, uint8_t* out, size_t nbytes) {
+        FillTensor(tensors[i], decls[i], o.seed, out, nbytes);
+        done += nbytes;
+        if (o.progress) o.progress(done, total);
+      },
       {{"format", "pt"}, {"g4_synth", std::string(preset->name) + " " + quant.name}}));
   sum.safetensors_bytes = FileSize(st_path);
   sum.total_bytes += sum.safetensors_bytes;

@@ -2,7 +2,7 @@
 // benchmarks and demos without downloading a model (g4 synth).
 //
 // Presets: "e2b", "e4b", "26b-a4b", "31b", "12b" use the published geometry
-// (shared docs gemma4-architecture.md 2.3); "tiny" is a small E-style model
+// (the text_config values of the released config.json files); "tiny" is a small E-style model
 // (PLE, KV sharing of the last two layers, double-wide MLP on shared layers)
 // and "tiny-moe" a small 26B-style one (MoE, K=V full layers); both keep the
 // full 262144-token vocabulary so tokenizer ids stay valid.
@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct SynthOptions {
   uint64_t seed = 0;
   std::string tokenizer_path;  // when set, copied to out_dir/tokenizer.json
   std::string out_dir;         // created if missing; existing files are replaced
+  // Called after each tensor is written with the weight bytes written so
+  // far and the total (for a progress display); on the calling thread.
+  std::function<void(uint64_t done, uint64_t total)> progress;
 };
 
 struct SynthSummary {

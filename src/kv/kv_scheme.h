@@ -8,7 +8,7 @@
 //
 // BITS 4|8 (GROUP 32|64|128, default 64); KB 2|4|5|8, VB 2|3|4|5|8 (default
 // k8v3). A bare PART applies to both layer types, except turbo, which (as in
-// the reference system) applies to full-attention layers only while sliding
+// mlx-bun's TurboQuant) applies to full-attention layers only while sliding
 // layers stay plain rings. Sliding layers always hold exactly their window in
 // their pool blocks unless sliding_ring is false (tests: keep every block).
 // Plain storage is f32 unless named (bf16 and f16 halve it); the plain phase

@@ -1,5 +1,6 @@
-// Gemma4Model: the Gemma 4 text decoder (shared docs gemma4-architecture.md
-// section 3), written once over the Ops interface for a whole step of rows
+// Gemma4Model: the Gemma 4 text decoder (transformers' modeling_gemma4.py;
+// docs/architecture.md walks through it), written once over the Ops
+// interface for a whole step of rows
 // from many sequences. It owns the weights (views placed by the backend)
 // and the RoPE tables; sequence state lives in the KvPool, scratch in
 // Activations, so one model serves every sequence.

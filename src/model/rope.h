@@ -1,4 +1,5 @@
-// RoPE inverse-frequency tables (shared docs gemma4-architecture.md 3.6).
+// RoPE inverse-frequency tables, as transformers' modeling_rope_utils.py
+// computes them for Gemma 4 (the "default" and "proportional" types).
 #pragma once
 
 #include <vector>

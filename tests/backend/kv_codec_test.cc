@@ -226,7 +226,7 @@ TEST(TurboValues, RotatedDomainDecodeCommutesWithWeightedSums) {
 }
 
 TEST(TurboFormat, SizesAndValidation) {
-  // reference-system.md: k8v3 at d=128 is 200 bytes per token per head.
+  // TurboQuant (as mlx-bun implements it): k8v3 at d=128 is 200 bytes per token per head.
   EXPECT_EQ((TurboRowFormat{8, 3, 128, 1}.bytes()), 200);
   EXPECT_EQ((TurboRowFormat{4, 3, 128, 1}.bytes()), 64 + 48 + 24);
   EXPECT_FALSE(ValidateTurboFormat({3, 3, 128, 1}).ok());
@@ -238,7 +238,7 @@ TEST(TurboFormat, SizesAndValidation) {
 double Phi(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 
 TEST(LloydMax, TablesMatchPublishedValuesAndTheCentroidCondition) {
-  // reference-system.md section 4: 3-bit centroids and boundaries.
+  // TurboQuant's 3-bit Lloyd-Max centroids and boundaries (backend/kv_turbo_codec.h).
   const LloydMaxCodebook* b3 = FindLloydMaxCodebook(3);
   ASSERT_NE(b3, nullptr);
   const double c3[] = {0.24509, 0.75601, 1.34391, 2.15195};

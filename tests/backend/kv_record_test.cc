@@ -151,7 +151,7 @@ TEST(KvRecordFormat, TurboPlanesAndGeometry) {
       }
     }
   }
-  // reference-system.md: k8v3 at d=128 is 200 bytes per token per head.
+  // TurboQuant (as mlx-bun implements it): k8v3 at d=128 is 200 bytes per token per head.
   EXPECT_EQ(MustMake(KvCodecSpec::Turbo(8, 3), 1, 128).record_bytes, 200);
   for (int head_dim : {16, 40, 96, 100, 1024}) {
     StatusOr<KvRecordFormat> f = KvRecordFormat::Make(KvCodecSpec::Turbo(8, 3), 1, head_dim);

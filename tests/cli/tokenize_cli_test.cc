@@ -1,5 +1,6 @@
-// End-to-end tests of `g4 tokenize`: the golden file through the real binary
-// (JSON in, JSON out), and exit codes plus one-line errors for bad input.
+// End-to-end tests of `g4 tokenize --json-array`: the golden file through the
+// real binary (JSON in, JSON out), and exit codes plus one-line errors for
+// bad input. Plain text, pieces and detokenize: tokenize_text_cli_test.cc.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -43,7 +44,9 @@ Result Tokenize(const std::string& args, const std::string& input) {
   return r;
 }
 
-std::string TokenizerFlag() { return "--tokenizer " + testing::TestDataPath("tokenizer/tokenizer.json"); }
+std::string TokenizerFlag() {
+  return "--json-array --tokenizer " + testing::TestDataPath("tokenizer/tokenizer.json");
+}
 
 TEST(TokenizeCli, GoldenFileRoundTrip) {
   std::ifstream in(testing::TestDataPath("tokenizer/encode_golden.json"));
@@ -62,7 +65,7 @@ TEST(TokenizeCli, GoldenFileRoundTrip) {
 }
 
 TEST(TokenizeCli, ModelDirectory) {
-  const Result r = Tokenize("--model " + testing::TestDataPath("tokenizer"), R"(["<|turn>user\n"])");
+  const Result r = Tokenize("--json-array --model " + testing::TestDataPath("tokenizer"), R"(["<|turn>user\n"])");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto out = nlohmann::json::parse(r.out);
   EXPECT_EQ(out[0]["ids"], nlohmann::json::parse("[105, 2364, 107]"));
@@ -79,7 +82,7 @@ TEST(TokenizeCli, BadInputIsOneLineErrorExit1) {
     EXPECT_EQ(r.err.rfind("g4 tokenize: ", 0), 0u) << r.err;
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
   }
-  const Result missing = Tokenize("--tokenizer /nonexistent/tokenizer.json", "[]");
+  const Result missing = Tokenize("--json-array --tokenizer /nonexistent/tokenizer.json", "[]");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("/nonexistent/tokenizer.json"), std::string::npos) << missing.err;
 }

@@ -44,7 +44,8 @@ std::vector<int> Every(int first, int step, int last) {
   return v;
 }
 
-// Expected values are the shared docs' table (2.3) and sharing map (2.5).
+// Expected values are the released config.json values of each size and their
+// KV-sharing maps (which layer reads which donor's K/V).
 TEST(SynthConfigTest, E2bMatchesPublishedTable) {
   auto c = PresetConfig("e2b");
   ASSERT_TRUE(c.ok()) << c.status().ToString();

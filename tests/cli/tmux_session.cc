@@ -1,0 +1,55 @@
+#include "tmux_session.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace g4::testing {
+
+std::string Sh(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+bool HaveTmux() { return !Sh("command -v tmux").empty(); }
+
+TmuxSession::TmuxSession(const std::string& name, const std::string& command)
+    : name_(name + std::to_string(getpid())) {
+  Sh("tmux kill-session -t " + name_);
+  Sh("tmux new-session -d -x 200 -y 50 -s " + name_ + " '" + command + "; echo EXITED:$?; sleep 30'");
+  Sh("tmux set-option -t " + name_ + " history-limit 5000");
+}
+
+TmuxSession::~TmuxSession() { Sh("tmux kill-session -t " + name_); }
+
+void TmuxSession::Keys(const std::string& keys) { Sh("tmux send-keys -t " + name_ + " " + keys); }
+
+std::string TmuxSession::Screen() { return Sh("tmux capture-pane -p -S -2000 -t " + name_); }
+
+bool TmuxSession::WaitForText(const std::string& text, double seconds) {
+  return WaitFor([&](const std::string& s) { return Unwrapped(s).find(text) != std::string::npos; }, seconds);
+}
+
+std::string Unwrapped(std::string screen) {
+  std::erase(screen, '\n');
+  return screen;
+}
+
+size_t PromptLines(const std::string& s) {
+  size_t n = 0, start = 0;
+  while (start < s.size()) {
+    size_t end = s.find('\n', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start && s[start] == '>') ++n;
+    start = end + 1;
+  }
+  return n;
+}
+
+}  // namespace g4::testing
