@@ -30,23 +30,6 @@ inline uint32_t AbsBits(float v) {
   return u & 0x7fffffffu;
 }
 
-// Position of column c of a quantized row in `layout`.
-inline int64_t LayoutPos(ActLayout layout, int64_t unit, int64_t c) {
-  switch (layout) {
-    case ActLayout::kNatural:
-      return c;
-    case ActLayout::kSplit: {
-      const int64_t base = c / unit * unit, i = c - base;
-      return base + (i % 2 == 0 ? i / 2 : unit / 2 + i / 2);
-    }
-    case ActLayout::kOctet: {
-      const int64_t base = c / 8 * 8, i = c - base;
-      return base + (i % 2 == 0 ? i / 2 : 4 + i / 2);
-    }
-  }
-  return c;
-}
-
 // max over i < n of |x[i]| as bits (n a multiple of 32).
 uint32_t MaxAbsBits(const float* x, int n) {
 #if G4_ISA_AVX512
@@ -138,8 +121,20 @@ void QuantizeActRows(const float* x, int64_t ldx, int64_t m, int64_t k, int grou
       xs[r * ldg + g] = static_cast<float>(sum) * dg;
       if (layout == ActLayout::kNatural) {
         std::memcpy(qr + g * group, natural, group);
+      } else if (layout == ActLayout::kOctet) {
+        // Per 8 bytes: 0 2 4 6 1 3 5 7 (SSSE3, in every variant).
+        const __m128i perm = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+        for (int i = 0; i < group; i += 16) {
+          const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(natural + i));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(qr + g * group + i), _mm_shuffle_epi8(v, perm));
+        }
       } else {
-        for (int i = 0; i < group; ++i) qr[LayoutPos(layout, unit, g * group + i)] = natural[i];
+        // Even columns to the unit's first half, odd ones to its second.
+        for (int i = 0; i < group; i += 2) {
+          const int64_t c = g * group + i, base = c / unit * unit, half = (c - base) / 2;
+          qr[base + half] = natural[i];
+          qr[base + unit / 2 + half] = natural[i + 1];
+        }
       }
     }
   }
