@@ -5,17 +5,23 @@
 //     bytes streamed). "cold" rotates over ~1 GiB of distinct weight copies so
 //     they come from DRAM as in a real forward pass; "hot" reuses one copy;
 //   - PrefillMatMul/*: 512 x 2048 times [8192 x 2048] (FLOP/s);
-//   - Attention*: 8 heads x 256 dims, decode over 4096 keys and a 512-token prefill.
-// All timings are wall-clock (the work runs on OpenMP threads).
+//   - Attention*: 8 heads x 256 dims, decode over 4096 keys and a 512-token prefill;
+//   - Team/*: one empty parallel op on the backend's worker team (its fork/join cost).
+// All timings are wall-clock (the work runs on the backend's worker team, as
+// many threads as OMP_NUM_THREADS says). The kernels are the ones the backend
+// picks (G4_CPU=avx512|avx2|baseline forces a variant); the first line of the
+// output names them.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/thread_pool.h"
 #include "backend/kv_record.h"
 #include "backend/ops.h"
 #include "io/weight_matrix.h"
@@ -44,7 +50,7 @@ const uint16_t* Pool() {
   return pool->data();
 }
 
-enum class Kind { kF32, kBF16, kQ3, kQ4, kQ6, kQ8 };
+enum class Kind { kF32, kBF16, kQ2, kQ3, kQ4, kQ5, kQ6, kQ8 };
 
 WeightMatrix MakeWeights(Kind kind, size_t byte_offset) {
   const uint8_t* base = reinterpret_cast<const uint8_t*>(Pool()) + byte_offset;
@@ -58,7 +64,12 @@ WeightMatrix MakeWeights(Kind kind, size_t byte_offset) {
     return w;
   }
   w.format = WeightMatrix::Format::kAffine;
-  w.bits = kind == Kind::kQ3 ? 3 : kind == Kind::kQ4 ? 4 : kind == Kind::kQ6 ? 6 : 8;
+  w.bits = kind == Kind::kQ2   ? 2
+           : kind == Kind::kQ3 ? 3
+           : kind == Kind::kQ4 ? 4
+           : kind == Kind::kQ5 ? 5
+           : kind == Kind::kQ6 ? 6
+                               : 8;
   w.group_size = 64;
   w.scale_dtype = DType::kBF16;
   w.codes = reinterpret_cast<const uint32_t*>(base);
@@ -99,10 +110,24 @@ void BM_ReadSum(benchmark::State& state) {
 }
 BENCHMARK(BM_ReadSum)->Name("Memory/read_1GiB/threads")->Arg(1)->Arg(2)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
 
-Ops& CpuOps() {
-  static std::unique_ptr<Backend> backend = MakeCpuBackend();
-  return backend->ops();
+Backend& CpuBackend() {
+  static std::unique_ptr<Backend> backend = [] {
+    auto b = MakeCpuBackend();
+    std::fprintf(stderr, "%s\n", b->Describe().c_str());
+    return b;
+  }();
+  return *backend;
 }
+
+Ops& CpuOps() { return CpuBackend().ops(); }
+
+void BM_TeamDispatch(benchmark::State& state) {
+  CpuBackend();
+  for (auto _ : state) {
+    cpu::RunTeam(cpu::TeamSize(), [](int t, int n) { benchmark::DoNotOptimize(t + n); });
+  }
+}
+BENCHMARK(BM_TeamDispatch)->Name("Team/empty_op")->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 void BM_DecodeMatMul(benchmark::State& state, Kind kind, bool cold, int64_t m_rows) {
   Ops& ops = CpuOps();
@@ -133,12 +158,15 @@ BENCHMARK_CAPTURE(BM_DecodeMatMul, bf16_hot, Kind::kBF16, false, 1)->UseRealTime
 BENCHMARK_CAPTURE(BM_DecodeMatMul, q4g64_hot, Kind::kQ4, false, 1)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_DecodeMatMul, q8g64_hot, Kind::kQ8, false, 1)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
 // The byte-straddling widths take a shuffle-based unpack.
+BENCHMARK_CAPTURE(BM_DecodeMatMul, q2g64_hot, Kind::kQ2, false, 1)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_DecodeMatMul, q3g64_hot, Kind::kQ3, false, 1)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_DecodeMatMul, q5g64_hot, Kind::kQ5, false, 1)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_DecodeMatMul, q6g64_hot, Kind::kQ6, false, 1)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
 // A few input rows (speculative decoding, short prompts): GEMV up to 4 rows, GEMM above.
 BENCHMARK_CAPTURE(BM_DecodeMatMul, q4g64_m4, Kind::kQ4, true, 4)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_DecodeMatMul, q4g64_m8, Kind::kQ4, true, 8)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_DecodeMatMul, q4g64_m16, Kind::kQ4, true, 16)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_DecodeMatMul, q4g64_m64, Kind::kQ4, true, 64)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
 
 void BM_PrefillMatMul(benchmark::State& state, Kind kind) {
   constexpr int64_t kM = 512;
@@ -159,6 +187,7 @@ void BM_PrefillMatMul(benchmark::State& state, Kind kind) {
 BENCHMARK_CAPTURE(BM_PrefillMatMul, f32, Kind::kF32)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_PrefillMatMul, bf16, Kind::kBF16)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_PrefillMatMul, q4g64, Kind::kQ4)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PrefillMatMul, q3g64, Kind::kQ3)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_PrefillMatMul, q8g64, Kind::kQ8)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
 
 // One sequence of `keys` tokens in a paged store (consecutive blocks of 16)

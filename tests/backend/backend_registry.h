@@ -18,7 +18,9 @@ struct BackendFactory {
   std::unique_ptr<Backend> (*make)();
 };
 
-// {"cpu", MakeCpuBackend}, then "cuda" in a G4_WITH_CUDA build.
+// {"cpu", MakeCpuBackend} (the kernels the backend picks), then every other
+// CPU kernel variant this machine runs ("cpu_avx512", "cpu_avx2",
+// "cpu_baseline"), then "cuda" in a G4_WITH_CUDA build.
 const std::vector<BackendFactory>& RegisteredBackends();
 std::vector<std::string> BackendNames();
 // A fresh backend; fails the test (and returns null) for an unknown name.

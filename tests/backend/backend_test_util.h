@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -59,6 +60,10 @@ inline size_t ElemSize(DType t) { return t == DType::kF32 ? 4 : 2; }
 struct TestWeights {
   WeightMatrix w;
   std::vector<double> value;  // [rows * cols], exactly what the stored bytes mean
+  // Affine: the stored scale and bias of every group [rows * cols / group],
+  // and every code [rows * cols].
+  std::vector<double> group_scale, group_bias;
+  std::vector<uint32_t> code;
   // Per element, |scale * q| + |bias| (affine) or |w| (dense): the size of the
   // terms a kernel adds, for error bounds.
   std::vector<double> magnitude;
@@ -97,7 +102,10 @@ inline TestWeights MakeAffine(int64_t rows, int64_t cols, int bits, int group, D
   tw.codes.assign(rows * words, 0);
   tw.scales.resize(rows * groups * ElemSize(scale_t));
   tw.biases.resize(rows * groups * ElemSize(scale_t));
-  std::vector<double> s(rows * groups), b(rows * groups);
+  std::vector<double>& s = tw.group_scale;
+  std::vector<double>& b = tw.group_bias;
+  s.resize(rows * groups);
+  b.resize(rows * groups);
   for (int64_t i = 0; i < rows * groups; ++i) {
     // Negative scales occur in real checkpoints too.
     s[i] = StoreAs(scale_t, tw.scales, i, (rng() & 1 ? 1.0f : -1.0f) * scale(rng));
@@ -108,6 +116,7 @@ inline TestWeights MakeAffine(int64_t rows, int64_t cols, int bits, int group, D
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
       const uint32_t q = code(rng);
+      tw.code.push_back(q);
       for (int k = 0; k < bits; ++k) {
         const int64_t bit = c * bits + k;
         if (q >> k & 1) tw.codes[r * words + bit / 32] |= 1u << (bit % 32);
@@ -128,6 +137,28 @@ inline TestWeights MakeAffine(int64_t rows, int64_t cols, int bits, int group, D
   w.scales = tw.scales.data();
   w.biases = tw.biases.data();
   return tw;
+}
+
+// MatMul over affine weights may quantize each input row per weight group
+// to int8 (the CPU backend does: d = max |x| / 127 over the group, values
+// rounded to multiples of d; backend/cpu/affine_int8.h). The extra error
+// of one output is then at most sum_g (d_g / 2) sum_{k in g} |w_k|: the
+// bound below, for input x (with per-element uncertainty x_err, when x is
+// itself a computed value) and weight magnitudes w_abs (one row). Zero for
+// dense weights (group 0).
+inline double QuantizedInputBound(const double* x, const double* x_err, const double* w_abs, int64_t k,
+                                  int group) {
+  if (group <= 0) return 0;
+  double bound = 0;
+  for (int64_t g0 = 0; g0 < k; g0 += group) {
+    double amax = 0, wsum = 0;
+    for (int64_t c = g0; c < g0 + group; ++c) {
+      amax = std::max(amax, std::fabs(x[c]) + (x_err ? x_err[c] : 0.0));
+      wsum += w_abs[c];
+    }
+    bound += amax / 254.0 * (1 + 1e-5) * wsum;
+  }
+  return bound;
 }
 
 // Passes when |actual[i] - expected[i]| <= tol[i] for every i; otherwise

@@ -5,6 +5,7 @@
 // several row tiles) run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -20,13 +21,17 @@ class MatMulTest : public testing::BackendTest {};
 
 // y = x W^T in double from the exact weight values, and per output an error
 // bound: float accumulation over K terms in kLanes >= 8 chains, then chain and
-// group totals, is within (K/8 + 32) eps * sum |terms|.
+// group totals, is within (K/8 + 32) eps * sum |terms|; affine weights add the
+// bound of quantizing x per group (backend_test_util.h).
 void Reference(const std::vector<float>& x, int64_t m, const testing::TestWeights& tw,
                std::vector<double>* y, std::vector<double>* tol) {
   const int64_t n = tw.w.rows, k = tw.w.cols;
   y->assign(m * n, 0);
   tol->assign(m * n, 0);
+  const int group = tw.w.is_affine() ? tw.w.group_size : 0;
+  std::vector<double> xd(k);
   for (int64_t i = 0; i < m; ++i) {
+    for (int64_t c = 0; c < k; ++c) xd[c] = x[i * k + c];
     for (int64_t r = 0; r < n; ++r) {
       double s = 0, a = 0;
       for (int64_t c = 0; c < k; ++c) {
@@ -34,7 +39,54 @@ void Reference(const std::vector<float>& x, int64_t m, const testing::TestWeight
         a += std::fabs(x[i * k + c]) * tw.magnitude[r * k + c];
       }
       (*y)[i * n + r] = s;
-      (*tol)[i * n + r] = (k / 8.0 + 32) * kEps * a + 1e-30;
+      (*tol)[i * n + r] = (k / 8.0 + 32) * kEps * a +
+                          testing::QuantizedInputBound(xd.data(), nullptr, tw.magnitude.data() + r * k, k, group) +
+                          1e-30;
+    }
+  }
+}
+
+// The CPU backend's integer scheme for affine weights
+// (backend/cpu/affine_int8.h), written out from its documented formulas:
+// per group, d = max|x| / 127 and q = round-half-even(x * (127 / max|x|))
+// in float, then y = sum_g d_g (s_g sum c q + b_g sum q), here in double.
+// The kernel's float evaluation of the last step (a rounded s * d and two
+// fused multiply-adds per group) stays within (2 G + 4) eps of the sum of
+// the terms' magnitudes; anything else it gets wrong (a code, a group, an
+// input value) shows far above that.
+void IntegerReference(const std::vector<float>& x, int64_t m, const testing::TestWeights& tw,
+                      std::vector<double>* y, std::vector<double>* tol) {
+  const int64_t n = tw.w.rows, k = tw.w.cols, group = tw.w.group_size, gpr = k / group;
+  y->assign(m * n, 0);
+  tol->assign(m * n, 0);
+  std::vector<int32_t> q(k);
+  std::vector<float> d(gpr), xs(gpr);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t g = 0; g < gpr; ++g) {
+      float amax = 0;
+      for (int64_t c = g * group; c < (g + 1) * group; ++c) amax = std::max(amax, std::fabs(x[i * k + c]));
+      d[g] = amax / 127.0f;
+      const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+      int32_t sum = 0;
+      for (int64_t c = g * group; c < (g + 1) * group; ++c) {
+        const float scaled = x[i * k + c] * inv;
+        q[c] = static_cast<int32_t>(std::nearbyint(scaled));
+        sum += q[c];
+      }
+      xs[g] = static_cast<float>(sum) * d[g];
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      double acc = 0, mag = 0;
+      for (int64_t g = 0; g < gpr; ++g) {
+        int64_t isum = 0;
+        for (int64_t c = g * group; c < (g + 1) * group; ++c) isum += static_cast<int64_t>(tw.code[r * k + c]) * q[c];
+        const double t1 = static_cast<double>(isum) * (tw.group_scale[r * gpr + g] * d[g]);
+        const double t2 = tw.group_bias[r * gpr + g] * xs[g];
+        acc += t1 + t2;
+        mag += std::fabs(t1) + std::fabs(t2);
+      }
+      (*y)[i * n + r] = acc;
+      (*tol)[i * n + r] = (2.0 * gpr + 4) * kEps * mag + 1e-30;
     }
   }
 }
@@ -50,8 +102,13 @@ void CheckMatMul(Backend& backend, const testing::TestWeights& tw, int64_t m, ui
   backend.ops().MatMul(dx.view, dw.w, dy.view);
   std::vector<double> ref, tol;
   Reference(x, m, tw, &ref, &tol);
-  EXPECT_TRUE(testing::AllWithin(ref, testing::DownloadF32(backend, dy.view), tol, n))
-      << tw.w.Describe() << " m=" << m << " pads " << x_pad << "," << y_pad;
+  const std::vector<float> got = testing::DownloadF32(backend, dy.view);
+  EXPECT_TRUE(testing::AllWithin(ref, got, tol, n)) << tw.w.Describe() << " m=" << m << " pads " << x_pad << "," << y_pad;
+  if (tw.w.is_affine() && backend.name() == "cpu") {
+    IntegerReference(x, m, tw, &ref, &tol);
+    EXPECT_TRUE(testing::AllWithin(ref, got, tol, n))
+        << tw.w.Describe() << " m=" << m << " pads " << x_pad << "," << y_pad << " (integer scheme)";
+  }
   EXPECT_TRUE(testing::GuardsIntact(backend, dy));
 }
 

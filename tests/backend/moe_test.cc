@@ -144,9 +144,10 @@ void Reference(const ExpertSet& s, const std::vector<float>& x, const std::vecto
   out->assign(rows * hidden, 0.0);
   tol->assign(rows * hidden, 1e-30);
   const double mm_in = (hidden / 8.0 + 32) * kEps, mm_w = (width / 8.0 + 32) * kEps;
-  std::vector<double> act(width), act_err(width);
+  std::vector<double> act(width), act_err(width), xd(hidden);
   for (int64_t t = 0; t < rows; ++t) {
     const float* xt = x.data() + t * hidden;
+    for (int64_t c = 0; c < hidden; ++c) xd[c] = xt[c];
     for (int j = 0; j < k; ++j) {
       const int e = ids[t * k + j];
       const testing::TestWeights &g = s.gate[e], &u = s.up[e], &dn = s.down[e];
@@ -158,7 +159,10 @@ void Reference(const ExpertSet& s, const std::vector<float>& x, const std::vecto
           uv += xt[c] * u.value[i * hidden + c];
           ua += std::fabs(xt[c]) * u.magnitude[i * hidden + c];
         }
-        const double g_err = mm_in * ga, u_err = mm_in * ua;
+        const double g_err = mm_in * ga + testing::QuantizedInputBound(xd.data(), nullptr, g.magnitude.data() + i * hidden,
+                                                                          hidden, g.w.group_size);
+        const double u_err = mm_in * ua + testing::QuantizedInputBound(xd.data(), nullptr, u.magnitude.data() + i * hidden,
+                                                                        hidden, u.w.group_size);
         act[i] = Gelu(gv) * uv;
         // |gelu'| <= 1.13; GeluMul's own evaluation error as in elementwise_test.
         act_err[i] = 1.13 * g_err * (std::fabs(uv) + u_err) + (std::fabs(Gelu(gv)) + 1.13 * g_err) * u_err +
@@ -172,7 +176,8 @@ void Reference(const ExpertSet& s, const std::vector<float>& x, const std::vecto
           y_err += std::fabs(dn.value[h * width + i]) * act_err[i];
           y_mag += dn.magnitude[h * width + i] * (std::fabs(act[i]) + act_err[i]);
         }
-        y_err += mm_w * y_mag;
+        y_err += mm_w * y_mag + testing::QuantizedInputBound(act.data(), act_err.data(),
+                                                             dn.magnitude.data() + h * width, width, dn.w.group_size);
         (*out)[t * hidden + h] += wj * y;
         // The weighted sum: k fused multiply-adds, each one rounding.
         (*tol)[t * hidden + h] += std::fabs(wj) * (y_err + y_mag * k * kEps);

@@ -64,12 +64,52 @@ class GoldenTest : public ::testing::TestWithParam<std::string> {
   Golden golden_;
 };
 
+// Fixtures with MLX-quantized weights: the CPU backend multiplies them with
+// int8-quantized activations (backend/cpu/affine_int8.h, llama.cpp's Q8
+// scheme), an error of bf16's order that these random, amplifying fixtures
+// grow to about 1e-2 (relative RMS) of the logits; transformers' goldens are
+// float32 throughout. The reading of the quantized weights themselves is
+// checked exactly by tests/backend/matmul_test.cc.
+bool QuantizedFixture(const std::string& name) { return name.size() > 3 && name.substr(name.size() - 3) == "-q4"; }
+
+// For quantized fixtures: logits within the envelope of a reduced-precision
+// run, as for bf16 below (relative RMS difference under 0.1) and the same
+// top token on every row where the golden's top-2 gap exceeds 1.
+void ExpectWithinReducedPrecisionEnvelope(const std::vector<float>& want, const std::vector<float>& got, int64_t V,
+                                          const std::string& what) {
+  ASSERT_EQ(want.size(), got.size());
+  double diff2 = 0, norm2 = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff2 += (got[i] - want[i]) * (got[i] - want[i]);
+    norm2 += want[i] * want[i];
+  }
+  const double rel = std::sqrt(diff2 / norm2);
+  EXPECT_LT(rel, 0.1) << what;
+  int decisive = 0, agree = 0;
+  for (size_t row = 0; row < want.size() / V; ++row) {
+    const float* w = &want[row * V];
+    const float* g = &got[row * V];
+    std::vector<float> sorted(w, w + V);
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+    if (sorted[0] - sorted[1] < 1.0f) continue;
+    ++decisive;
+    agree += (std::max_element(w, w + V) - w) == (std::max_element(g, g + V) - g);
+  }
+  EXPECT_EQ(agree, decisive) << what;
+  std::printf("[ %s ] relative RMS diff %.3g, top-1 agrees on %d/%d decisive rows\n", what.c_str(), rel, agree,
+              decisive);
+}
+
 TEST_P(GoldenTest, PromptLogitsMatchTransformers) {
   for (const char* c : {"short", "long"}) {
     const auto ids = golden_.Ids(std::string(c) + ".ids");
     const auto want = golden_.Floats(std::string(c) + ".logits");
     ASSERT_EQ(want.size(), ids.size() * runner_->vocab());
     const auto got = Prefill(ids, 64);
+    if (QuantizedFixture(GetParam())) {
+      ExpectWithinReducedPrecisionEnvelope(want, got, runner_->vocab(), GetParam() + " " + c);
+      continue;
+    }
     auto m = testing::Compare(want.data(), got.data(), want.size(), 1e-3);
     EXPECT_TRUE(m.ok) << c << ": " << m.ToString();
     RecordProperty(std::string(c) + "_max_abs_diff", std::to_string(m.max_abs_diff));
@@ -79,6 +119,20 @@ TEST_P(GoldenTest, PromptLogitsMatchTransformers) {
 
 TEST_P(GoldenTest, GreedyDecodeMatchesTransformers) {
   const auto ids = golden_.Ids("long.ids");
+  if (QuantizedFixture(GetParam())) {
+    // Teacher-forced on the golden's greedy tokens: every step's logits in
+    // the envelope (a near tie may pick the other token, so no free run).
+    const auto want_ids = golden_.Ids("long.greedy_ids");
+    const auto want_logits = golden_.Floats("long.greedy_logits");
+    KvSeq seq = runner_->pool().NewSequence();
+    std::vector<float> got = Last(seq, ids);
+    for (size_t step = 0; step + 1 < want_ids.size(); ++step) {
+      const std::vector<float> next = Last(seq, {want_ids[step]});
+      got.insert(got.end(), next.begin(), next.end());
+    }
+    ExpectWithinReducedPrecisionEnvelope(want_logits, got, runner_->vocab(), GetParam() + " greedy");
+    return;
+  }
   const auto want_ids = golden_.Ids("long.greedy_ids");
   const auto want_logits = golden_.Floats("long.greedy_logits");
   const int64_t V = runner_->vocab();

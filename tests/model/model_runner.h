@@ -19,10 +19,12 @@ namespace g4::testing {
 
 class ModelRunner {
  public:
-  // Loads testdata/models/NAME on a CPU backend with a pool in `kv`.
+  // Loads testdata/models/NAME on a CPU backend (its kernel variant:
+  // `kernels`) with a pool in `kv`.
   explicit ModelRunner(const std::string& name, const std::string& kv = "plain", int block_size = 4,
-                       int64_t max_rows = 64, int max_seqs = 8, bool sliding_ring = true)
-      : backend_(MakeCpuBackend()) {
+                       int64_t max_rows = 64, int max_seqs = 8, bool sliding_ring = true,
+                       CpuKernels kernels = CpuKernels::kAuto)
+      : backend_(MakeCpuBackend(kernels)) {
     auto m = Gemma4Model::Load(TestDataPath("models/" + name), *backend_);
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (!m.ok()) return;

@@ -2,19 +2,16 @@
 //
 // Every group size is a multiple of 32, so kernels walk a row in "chunks" of
 // 32 columns; a chunk of a B-bit row is exactly B whole u32 words, whatever B
-// is. Two orders are offered:
-//  - natural: chunk column c in lane c (dequantization, embedding);
-//  - dot order (LoadChunkDotOrder): whatever order is cheapest to unpack, to
-//    be multiplied with an input row that was permuted the same way once per
-//    matmul (PermuteForDot). Only 4-bit differs from natural: the low nibbles
-//    (even columns) come first, then the high nibbles (odd columns).
+// is. Chunk column c lands in lane c (dequantization: embedding rows, the
+// dense GEMM's tiles, KV records). The matmul kernels unpack to bytes
+// instead (affine_int8.h).
 #pragma once
 
 #include <cstdint>
 
 #include "backend/cpu/simd.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 
 constexpr int kChunk = 32;
 constexpr int kChunkVecs = kChunk / kLanes;
@@ -35,7 +32,7 @@ inline void UnpackChunk(const uint32_t* words, float* out) {
   }
 }
 
-#if defined(__AVX2__) || defined(__AVX512F__)
+#if G4_ISA_AVX2
 // Vector unpack for the bit widths that straddle bytes (2, 3, 5, 6). Code i
 // of a chunk starts at bit i * B, i.e. byte (i * B) / 8, shift (i * B) % 8,
 // and with B <= 6 it lies within that byte and the next. A byte shuffle puts
@@ -64,7 +61,7 @@ struct StraddleTables {
 template <int B>
 inline void LoadChunkStraddle(const uint32_t* words, VF* q) {
   static_assert(B == 2 || B == 3 || B == 5 || B == 6);
-#if defined(__AVX512VBMI__) && defined(__AVX512BW__)
+#if G4_ISA_AVX512
   static constexpr StraddleTables<B> kT(false);
   const __m512i chunk = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << B) - 1), words);
   const __m512i mask = _mm512_set1_epi32((1 << B) - 1);
@@ -86,11 +83,12 @@ inline void LoadChunkStraddle(const uint32_t* words, VF* q) {
   __m256i v8[4];
   for (int qi = 0; qi < 4; ++qi) {
     const __m256i src = _mm256_broadcastsi128_si256(qi < 2 ? lo : hi);
-    __m256i v = _mm256_shuffle_epi8(src, _mm256_load_si256(reinterpret_cast<const __m256i*>(kT.bytes + 32 * qi)));
+    __m256i v =
+        _mm256_shuffle_epi8(src, _mm256_load_si256(reinterpret_cast<const __m256i*>(kT.bytes + 32 * qi)));
     v = _mm256_srlv_epi32(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(kT.shifts + 8 * qi)));
     v8[qi] = _mm256_and_si256(v, mask);
   }
-#if defined(__AVX512F__)
+#if G4_ISA_AVX512
   for (int h = 0; h < 2; ++h)
     q[h] = _mm512_cvtepi32_ps(_mm512_inserti64x4(_mm512_castsi256_si512(v8[2 * h]), v8[2 * h + 1], 1));
 #else
@@ -107,14 +105,14 @@ inline void LoadChunkNatural(const uint32_t* words, VF* q) {
   if constexpr (B == 8) {
     for (int v = 0; v < kChunkVecs; ++v) q[v] = VLoadU8(p + v * kLanes);
   } else if constexpr (B == 4) {
-#if defined(__AVX512F__) || defined(__AVX2__)
+#if G4_ISA_AVX2
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     const __m128i m = _mm_set1_epi8(0x0f);
     const __m128i lo = _mm_and_si128(bytes, m);
     const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), m);
     const __m128i c0 = _mm_unpacklo_epi8(lo, hi);  // columns 0..15
     const __m128i c1 = _mm_unpackhi_epi8(lo, hi);  // columns 16..31
-#if defined(__AVX512F__)
+#if G4_ISA_AVX512
     q[0] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(c0));
     q[1] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(c1));
 #else
@@ -129,7 +127,7 @@ inline void LoadChunkNatural(const uint32_t* words, VF* q) {
     for (int v = 0; v < kChunkVecs; ++v) q[v] = VLoad(tmp + v * kLanes);
 #endif
   } else {
-#if defined(__AVX2__) || defined(__AVX512F__)
+#if G4_ISA_AVX2
     LoadChunkStraddle<B>(words, q);
 #else
     alignas(64) float tmp[kChunk];
@@ -139,49 +137,4 @@ inline void LoadChunkNatural(const uint32_t* words, VF* q) {
   }
 }
 
-// One chunk in dot order (see top of file).
-template <int B>
-inline void LoadChunkDotOrder(const uint32_t* words, VF* q) {
-  if constexpr (B == 4) {
-    const uint8_t* p = reinterpret_cast<const uint8_t*>(words);
-#if defined(__AVX512F__) || defined(__AVX2__)
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i m = _mm_set1_epi8(0x0f);
-    const __m128i lo = _mm_and_si128(bytes, m);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), m);
-#if defined(__AVX512F__)
-    q[0] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lo));
-    q[1] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(hi));
-#else
-    q[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
-    q[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
-    q[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
-    q[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
-#endif
-#else
-    alignas(64) float tmp[kChunk];
-    for (int i = 0; i < 16; ++i) {
-      tmp[i] = static_cast<float>(p[i] & 15);
-      tmp[16 + i] = static_cast<float>(p[i] >> 4);
-    }
-    for (int v = 0; v < kChunkVecs; ++v) q[v] = VLoad(tmp + v * kLanes);
-#endif
-  } else {
-    LoadChunkNatural<B>(words, q);
-  }
-}
-
-// Whether input rows must be permuted for LoadChunkDotOrder<B>.
-constexpr bool DotOrderPermuted(int bits) { return bits == 4; }
-
-// x[0..cols) to the 4-bit dot order: per chunk, even columns then odd ones.
-inline void PermuteForDot4(const float* x, int64_t cols, float* out) {
-  for (int64_t c = 0; c < cols; c += kChunk) {
-    for (int i = 0; i < 16; ++i) {
-      out[c + i] = x[c + 2 * i];
-      out[c + 16 + i] = x[c + 2 * i + 1];
-    }
-  }
-}
-
-}  // namespace g4::cpu
+G4_CPU_END

@@ -6,7 +6,6 @@
 // is written (Backend::Allocate's contract). Both are aligned to kAlignment.
 #include "backend/cpu/cpu_backend.h"
 
-#include <omp.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -16,7 +15,8 @@
 #include <cstring>
 #include <string>
 
-#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_variants.h"
+#include "backend/cpu/thread_pool.h"
 #include "core/check.h"
 
 namespace g4 {
@@ -83,23 +83,38 @@ size_t AvailableMemory() {
   return available;
 }
 
-const char* VectorIsa() {
-#if defined(__AVX512F__)
-  return "AVX-512";
-#elif defined(__AVX2__)
-  return "AVX2";
-#else
-  return "scalar";
-#endif
+// What each variant's kernels use, for Describe().
+const char* KernelsDetail(CpuKernels k) {
+  switch (k) {
+    case CpuKernels::kAvx512:
+      return "AVX-512 + VNNI int8 dot products";
+    case CpuKernels::kAvx2:
+      return "AVX2 + FMA";
+    default:
+      return "SSE4.2, auto-vectorized";
+  }
+}
+
+std::unique_ptr<Ops> MakeOps(CpuKernels k) {
+  switch (k) {
+    case CpuKernels::kAvx512:
+      return cpu::avx512::MakeCpuOps();
+    case CpuKernels::kAvx2:
+      return cpu::avx2::MakeCpuOps();
+    default:
+      return cpu::baseline::MakeCpuOps();
+  }
 }
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() : ops_(cpu::MakeCpuOps()) {}
+  explicit CpuBackend(CpuKernels kernels) : kernels_(kernels), ops_(MakeOps(kernels)) {}
 
   std::string name() const override { return "cpu"; }
   std::string Describe() const override {
-    return std::string("cpu: ") + VectorIsa() + ", " + std::to_string(omp_get_max_threads()) + " threads";
+    return std::string("cpu: ") + CpuKernelsName(kernels_) + " kernels (" + KernelsDetail(kernels_) + "), " +
+           std::to_string(cpu::TeamSize()) + " threads, spin " + std::to_string(cpu::TeamSpinMicros()) +
+           " us";
   }
   MemorySpace space() const override { return MemorySpace::kHost; }
 
@@ -151,11 +166,77 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  CpuKernels kernels_;
   std::unique_ptr<Ops> ops_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
+const char* CpuKernelsName(CpuKernels k) {
+  switch (k) {
+    case CpuKernels::kAuto:
+      return "auto";
+    case CpuKernels::kBaseline:
+      return "baseline";
+    case CpuKernels::kAvx2:
+      return "avx2";
+    case CpuKernels::kAvx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+bool CpuKernelsSupported(CpuKernels k) {
+  // libgcc's checks include the OS side (XGETBV: the YMM / ZMM state is
+  // saved on context switches), not only the CPUID bits.
+  __builtin_cpu_init();
+  switch (k) {
+    case CpuKernels::kAuto:
+    case CpuKernels::kBaseline:
+      return true;
+    case CpuKernels::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi") &&
+             __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("lzcnt") &&
+             __builtin_cpu_supports("movbe") && __builtin_cpu_supports("popcnt");
+    case CpuKernels::kAvx512:
+      return CpuKernelsSupported(CpuKernels::kAvx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd") &&
+             __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
+  }
+  return false;
+}
+
+CpuKernels AutoCpuKernels() {
+  static const CpuKernels picked = [] {
+    const CpuKernels order[] = {CpuKernels::kAvx512, CpuKernels::kAvx2, CpuKernels::kBaseline};
+    int first = 0;  // the best variant allowed
+    if (const char* env = std::getenv("G4_CPU"); env != nullptr && *env != '\0') {
+      const std::string want = env;
+      first = -1;
+      for (int i = 0; i < 3; ++i) {
+        if (want == CpuKernelsName(order[i])) first = i;
+      }
+      if (first < 0) {
+        std::fprintf(stderr, "[cpu] G4_CPU=%s is not one of avx512, avx2, baseline; ignored\n", env);
+        first = 0;
+      } else if (!CpuKernelsSupported(order[first])) {
+        std::fprintf(stderr, "[cpu] G4_CPU=%s: this CPU cannot run those kernels\n", env);
+      }
+    }
+    for (int i = first; i < 3; ++i) {
+      if (CpuKernelsSupported(order[i])) return order[i];
+    }
+    return CpuKernels::kBaseline;
+  }();
+  return picked;
+}
+
+std::unique_ptr<Backend> MakeCpuBackend(CpuKernels kernels) {
+  if (kernels == CpuKernels::kAuto) kernels = AutoCpuKernels();
+  G4_CHECK_MSG(CpuKernelsSupported(kernels), "[cpu] this CPU cannot run the requested kernels");
+  return std::make_unique<CpuBackend>(kernels);
+}
 
 }  // namespace g4

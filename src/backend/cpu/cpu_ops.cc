@@ -7,13 +7,14 @@
 #include <memory>
 #include <vector>
 
-#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_variants.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kv_kernels.h"
 #include "backend/moe_route.h"
 #include "core/check.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 namespace {
 
 void CheckF32(const TensorView& v, const char* what) {
@@ -27,12 +28,14 @@ class CpuOps final : public Ops {
   void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y) override {
     CheckF32(x, "[cpu] MatMul: x must be an F32 view");
     CheckF32(y, "[cpu] MatMul: y must be an F32 view");
-    G4_CHECK_MSG(x.cols == w.cols && y.cols == w.rows && x.rows == y.rows, "[cpu] MatMul: shapes do not match W");
+    G4_CHECK_MSG(x.cols == w.cols && y.cols == w.rows && x.rows == y.rows,
+                 "[cpu] MatMul: shapes do not match W");
     if (x.rows == 0 || w.rows == 0) {
       CheckWeight(w);
       return;
     }
-    cpu::MatMul(x.f32(), x.rows > 1 ? x.stride : x.cols, x.rows, w, y.f32(), y.rows > 1 ? y.stride : y.cols);
+    G4_CPU_NS::MatMul(x.f32(), x.rows > 1 ? x.stride : x.cols, x.rows, w, y.f32(),
+                      y.rows > 1 ? y.stride : y.cols);
   }
 
   void Embed(const WeightMatrix& table, const int32_t* ids, float scale, const TensorView& out) override {
@@ -42,16 +45,17 @@ class CpuOps final : public Ops {
     for (int64_t i = 0; i < out.rows; ++i)
       G4_CHECK_MSG(ids[i] >= 0 && ids[i] < table.rows, "[cpu] Embed: token id out of range");
     if (out.rows == 0) return;
-    cpu::Embed(table, ids, out.rows, scale, out.f32(), out.stride);
+    G4_CPU_NS::Embed(table, ids, out.rows, scale, out.f32(), out.stride);
   }
 
   void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorView& y) override {
     CheckF32(x, "[cpu] RmsNorm: x must be an F32 view");
     CheckF32(y, "[cpu] RmsNorm: y must be an F32 view");
     G4_CHECK_MSG(x.rows == y.rows && x.cols == y.cols && x.cols > 0, "[cpu] RmsNorm: shapes");
-    G4_CHECK_MSG(x.data != y.data || x.stride == y.stride || x.rows <= 1, "[cpu] RmsNorm: in place needs one layout");
+    G4_CHECK_MSG(x.data != y.data || x.stride == y.stride || x.rows <= 1,
+                 "[cpu] RmsNorm: in place needs one layout");
     if (x.rows == 0) return;
-    cpu::RmsNorm(x.f32(), x.stride, x.rows, x.cols, weight, eps, y.f32(), y.stride);
+    G4_CPU_NS::RmsNorm(x.f32(), x.stride, x.rows, x.cols, weight, eps, y.f32(), y.stride);
   }
 
   void Rope(const TensorView& x, int heads, int head_dim, const int32_t* positions,
@@ -61,16 +65,20 @@ class CpuOps final : public Ops {
     G4_CHECK_MSG(heads >= 0 && x.cols == static_cast<int64_t>(heads) * head_dim,
                  "[cpu] Rope: x width is not heads * head_dim");
     if (x.rows == 0 || heads == 0) return;
-    cpu::Rope(x.f32(), x.stride, x.rows, heads, head_dim, positions, inv_freq);
+    G4_CPU_NS::Rope(x.f32(), x.stride, x.rows, heads, head_dim, positions, inv_freq);
   }
 
-  void GeluMul(const TensorView& g, const TensorView& u, const TensorView& out) override { cpu::GeluMul(g, u, out); }
-  void Add(const TensorView& a, const TensorView& b, const TensorView& y) override { cpu::Add(a, b, y); }
-  void Scale(const TensorView& x, float s) override { cpu::Scale(x, s); }
-  void ScaleColumns(const TensorView& x, const float* col, float s, const TensorView& y) override {
-    cpu::ScaleColumns(x, col, s, y);
+  void GeluMul(const TensorView& g, const TensorView& u, const TensorView& out) override {
+    G4_CPU_NS::GeluMul(g, u, out);
   }
-  void Softcap(const TensorView& x, float cap) override { cpu::Softcap(x, cap); }
+  void Add(const TensorView& a, const TensorView& b, const TensorView& y) override {
+    G4_CPU_NS::Add(a, b, y);
+  }
+  void Scale(const TensorView& x, float s) override { G4_CPU_NS::Scale(x, s); }
+  void ScaleColumns(const TensorView& x, const float* col, float s, const TensorView& y) override {
+    G4_CPU_NS::ScaleColumns(x, col, s, y);
+  }
+  void Softcap(const TensorView& x, float cap) override { G4_CPU_NS::Softcap(x, cap); }
 
   void Copy(const TensorView& src, const TensorView& dst) override {
     G4_CHECK_MSG(src.dtype == dst.dtype && src.rows == dst.rows && src.cols == dst.cols,
@@ -100,9 +108,9 @@ class CpuOps final : public Ops {
     G4_CHECK_MSG(ids.dtype == DType::kI32, "[cpu] MoeRoute: ids must be I32");
     const int experts = static_cast<int>(logits.cols);
     G4_CHECK_MSG(top_k >= 1 && top_k <= experts, "[cpu] MoeRoute: top_k outside [1, experts]");
-    G4_CHECK_MSG(ids.rows == logits.rows && weights.rows == logits.rows && ids.cols == top_k &&
-                     weights.cols == top_k,
-                 "[cpu] MoeRoute: ids and weights must be [T, top_k]");
+    G4_CHECK_MSG(
+        ids.rows == logits.rows && weights.rows == logits.rows && ids.cols == top_k && weights.cols == top_k,
+        "[cpu] MoeRoute: ids and weights must be [T, top_k]");
     route_prob_.resize(experts);
     route_order_.resize(experts);
     for (int64_t t = 0; t < logits.rows; ++t) {
@@ -111,19 +119,19 @@ class CpuOps final : public Ops {
     }
   }
 
-  void MoeExperts(const MoeExpertsArgs& args) override { cpu::MoeExperts(args); }
+  void MoeExperts(const MoeExpertsArgs& args) override { G4_CPU_NS::MoeExperts(args); }
 
   void KvWrite(const StepRows& rows, const PagedKv& kv, const TensorView& k, const TensorView& v) override {
-    cpu::KvWrite(rows, kv, k, v);
+    G4_CPU_NS::KvWrite(rows, kv, k, v);
   }
-  void PagedAttention(const PagedAttentionArgs& args) override { cpu::PagedAttention(args); }
+  void PagedAttention(const PagedAttentionArgs& args) override { G4_CPU_NS::PagedAttention(args); }
   void KvRecodeBlocks(const PagedKvStore& from, const PagedKvStore& to, int block_size,
                       std::span<const int32_t> from_blocks, std::span<const int32_t> to_blocks,
                       std::span<const int32_t> tokens) override {
-    cpu::KvRecodeBlocks(from, to, block_size, from_blocks, to_blocks, tokens);
+    G4_CPU_NS::KvRecodeBlocks(from, to, block_size, from_blocks, to_blocks, tokens);
   }
 
-  void SampleRows(const SampleArgs& args) override { cpu::SampleRows(args); }
+  void SampleRows(const SampleArgs& args) override { G4_CPU_NS::SampleRows(args); }
 
  private:
   std::vector<float> route_prob_;     // MoeRoute scratch [E], reused across steps
@@ -134,4 +142,4 @@ class CpuOps final : public Ops {
 
 std::unique_ptr<Ops> MakeCpuOps() { return std::make_unique<CpuOps>(); }
 
-}  // namespace g4::cpu
+G4_CPU_END

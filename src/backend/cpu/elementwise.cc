@@ -4,11 +4,12 @@
 // gives the same bits. Aliasing of an output with an input of the same
 // layout is allowed: each element is read before its own slot is written,
 // and no other slot is touched.
+#include "backend/cpu/isa.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/vec_math.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 namespace {
 
 // Applies fn to full vectors and to the tail, over [begin, end).
@@ -50,8 +51,9 @@ void ForEachRange(bool all_contiguous, int64_t rows, int64_t cols, Fn&& fn) {
     ParallelRange(rows * cols, [&](int64_t begin, int64_t end) { fn(int64_t{0}, begin, end); });
     return;
   }
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * cols >= kParallelMinElements)
-  for (int64_t r = 0; r < rows; ++r) fn(r, int64_t{0}, cols);
+  ParallelFor(rows, MinRowsPerPiece(cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) fn(r, int64_t{0}, cols);
+  });
 }
 
 }  // namespace
@@ -99,15 +101,16 @@ void ScaleColumns(const TensorView& x, const float* col, float s, const TensorVi
   // Row by row even when contiguous: the column vector restarts every row.
   const int64_t rows = x.rows, cols = x.cols;
   if (rows == 0 || cols == 0) return;
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * cols >= kParallelMinElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x.f32() + r * x.stride;
-    float* yr = y.f32() + r * y.stride;
-    // (x * col) * s: two roundings, in this order.
-    ForEachVector(0, cols, [&](int64_t i, int len) {
-      Store(yr + i, VMul(VMul(Load(xr + i, len), Load(col + i, len)), vs), len);
-    });
-  }
+  ParallelFor(rows, MinRowsPerPiece(cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = x.f32() + r * x.stride;
+      float* yr = y.f32() + r * y.stride;
+      // (x * col) * s: two roundings, in this order.
+      ForEachVector(0, cols, [&](int64_t i, int len) {
+        Store(yr + i, VMul(VMul(Load(xr + i, len), Load(col + i, len)), vs), len);
+      });
+    }
+  });
 }
 
 void Softcap(const TensorView& x, float cap) {
@@ -121,4 +124,4 @@ void Softcap(const TensorView& x, float cap) {
   });
 }
 
-}  // namespace g4::cpu
+G4_CPU_END

@@ -11,17 +11,16 @@
 // Work is split over weight tiles; when there are too few of those for the
 // threads (small N), input rows are split too, at the cost of decoding the
 // tile once per split.
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 #include <utility>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/parallel.h"
 #include "backend/cpu/scratch.h"
 #include "backend/cpu/simd.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 namespace {
 
 // kMr * kNr accumulators + kNr weight vectors + one input vector fit the
@@ -75,8 +74,8 @@ void DotKernel(const float* x, int64_t ldx, int64_t k_len, const float* w, int64
   }
 }
 
-using KernelFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, bool, float*,
-                         int64_t);
+using KernelFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, bool,
+                          float*, int64_t);
 
 template <int MR, int... Rs>
 constexpr void FillRow(KernelFn* row, std::integer_sequence<int, Rs...>) {
@@ -96,13 +95,6 @@ constexpr KernelTable MakeKernelTable(std::integer_sequence<int, Ms...>) {
 
 // kKernels.fn[mr - 1][nr - 1] handles mr input rows x nr weight rows.
 constexpr KernelTable kKernels = MakeKernelTable(std::make_integer_sequence<int, kMr>());
-
-// Scratch rounded up to a cache line: a vector load that straddles two
-// lines costs two, and the kernel issues kMr + kNr of them per K chunk.
-float* AlignedScratch(ScratchSlot slot, int64_t n) {
-  const uintptr_t p = reinterpret_cast<uintptr_t>(ThreadScratch(slot, n + 16));
-  return reinterpret_cast<float*>((p + 63) & ~uintptr_t{63});
-}
 
 // Rows [0, mr) x columns [k0, k0 + kc) of x into a packed block (row stride
 // kKc), zero-padded to whole vectors: the values a masked load would give.
@@ -130,23 +122,23 @@ void Gemm(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, fl
   const int64_t ldw = (k_len + kLanes - 1) / kLanes * kLanes;
   const int64_t nc_max = std::max<int64_t>(kNr, kTileFloats / std::max<int64_t>(ldw, 1) / kNr * kNr);
   const int64_t n_blocks = (n_rows + nc_max - 1) / nc_max;
-  const int64_t threads = omp_get_max_threads();
+  const int64_t threads = TeamSize();
   const int64_t m_blocks = (m_rows + kMr - 1) / kMr;
   int64_t m_splits = 1;
   if (n_blocks < 2 * threads) m_splits = std::min(m_blocks, (2 * threads + n_blocks - 1) / n_blocks);
   const int64_t m_per_split = (m_blocks + m_splits - 1) / m_splits * kMr;
   const int64_t tasks = n_blocks * m_splits;
 
-#pragma omp parallel for schedule(dynamic, 1) if (tasks > 1 && m_rows * n_rows * k_len >= (1 << 18))
-  for (int64_t t = 0; t < tasks; ++t) {
+  const int members = tasks > 1 && m_rows * n_rows * k_len >= (1 << 18) ? TeamSize() : 1;
+  ParallelForDynamic(tasks, members, [&](int64_t t) {
     const int64_t n0 = t / m_splits * nc_max;
     const int64_t nc = std::min(nc_max, n_rows - n0);
     const int64_t m_begin = t % m_splits * m_per_split;
     const int64_t m_end = std::min(m_rows, m_begin + m_per_split);
-    if (m_begin >= m_end) continue;
-    float* tile = AlignedScratch(ScratchSlot::kTile, nc_max * ldw);
-    float* acc = AlignedScratch(ScratchSlot::kAccumulators, kMr * nc_max * kLanes);
-    float* xb = AlignedScratch(ScratchSlot::kInput, kMr * kKc);
+    if (m_begin >= m_end) return;
+    float* tile = AlignedThreadScratch(ScratchSlot::kTile, nc_max * ldw);
+    float* acc = AlignedThreadScratch(ScratchSlot::kAccumulators, kMr * nc_max * kLanes);
+    float* xb = AlignedThreadScratch(ScratchSlot::kInput, kMr * kKc);
     DecodeTile(w, n0, nc, ldw, tile);
     for (int64_t m0 = m_begin; m0 < m_end; m0 += kMr) {
       const int mr = static_cast<int>(std::min<int64_t>(kMr, m_end - m0));
@@ -156,12 +148,12 @@ void Gemm(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, fl
         PackInput(x + m0 * ldx, ldx, mr, k0, kc, xb);
         for (int64_t r0 = 0; r0 < nc; r0 += kNr) {
           const int nr = static_cast<int>(std::min<int64_t>(kNr, nc - r0));
-          kKernels.fn[mr - 1][nr - 1](xb, kKc, kc, tile + r0 * ldw + k0, ldw, acc + r0 * kLanes,
-                                      nc_max, k0 == 0, last ? y + m0 * ldy + n0 + r0 : nullptr, ldy);
+          kKernels.fn[mr - 1][nr - 1](xb, kKc, kc, tile + r0 * ldw + k0, ldw, acc + r0 * kLanes, nc_max,
+                                      k0 == 0, last ? y + m0 * ldy + n0 + r0 : nullptr, ldy);
         }
       }
     }
-  }
+  });
 }
 
-}  // namespace g4::cpu
+G4_CPU_END

@@ -1,29 +1,34 @@
 // Entry points of the CPU kernels, one family per .cc file; CpuOps
 // (cpu_ops.cc) validates shapes and dispatches here. All take float32
-// activations and parallelize internally with OpenMP.
+// activations and parallelize internally over the worker team
+// (thread_pool.h, parallel.h).
 #pragma once
 
 #include <cstdint>
 
+#include "backend/cpu/isa.h"
 #include "backend/ops.h"
 #include "io/weight_matrix.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 
 // Inputs with at most this many rows take the matrix-vector kernels (weights
 // streamed once, codes unpacked once for all rows); more rows take the
-// blocked GEMM, which dequantizes weight tiles once and reuses them.
+// blocked GEMM, which unpacks weight tiles once and reuses them.
 //
-// Both paths compute every output y[i, n] in one canonical floating-point
-// order, so a row's result is bit-identical whatever m_rows is and wherever
-// the row sits in the batch (chunked prefill == single pass == decode):
-//  - the weight row as float32: exact conversion for dense, fma(q, scale,
-//    bias) per element for affine (scale and bias of the element's group);
-//  - one vector accumulator acc (kLanes lanes), acc = fma(x[k..k+kLanes),
-//    w[k..k+kLanes), acc) for k = 0, kLanes, 2 kLanes, ... in order; a short
-//    last chunk has x masked to zero and w zero-padded;
-//  - y = VReduceAdd(acc), the one fixed horizontal tree of simd.h.
-// The order depends on the build's vector width, not on the batch.
+// Both paths compute every output y[i, n] in one canonical order, so a row's
+// result is bit-identical whatever m_rows is and wherever the row sits in
+// the batch (chunked prefill == single pass == decode):
+//  - affine weights: the integer scheme of affine_int8.h (input rows
+//    quantized to int8 per weight group, exact integer group sums, then one
+//    fixed float sequence per output); the same bits on every kernel
+//    variant;
+//  - dense weights: the weight row as float32 (exact conversion); one
+//    vector accumulator acc (kLanes lanes), acc = fma(x[k..k+kLanes),
+//    w[k..k+kLanes), acc) for k = 0, kLanes, 2 kLanes, ... in order (a short
+//    last chunk has x masked to zero and w zero-padded); then
+//    y = VReduceAdd(acc), the one fixed horizontal tree of simd.h. This
+//    order depends on the variant's vector width, not on the batch.
 constexpr int64_t kGemvMaxRows = 4;
 
 // matmul.cc: y = x W^T for any m_rows (x rows ldx floats apart, y rows ldy),
@@ -37,7 +42,9 @@ void CheckWeight(const WeightMatrix& w);
 // x rows are ldx floats apart, y rows ldy floats apart.
 void GemvDense(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy);
 void GemvAffine(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy);
-// gemm.cc: y = x W^T for any m_rows, any format.
+// gemm_affine.cc: y = x W^T for any m_rows, affine weights.
+void GemmAffine(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy);
+// gemm.cc: y = x W^T for any m_rows, dense weights.
 void Gemm(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy);
 
 // weight_decode.cc: columns [col, col + count) of `row` as float32. For affine
@@ -66,4 +73,4 @@ void MoeExperts(const MoeExpertsArgs& args);
 // sample_rows.cc
 void SampleRows(const SampleArgs& args);
 
-}  // namespace g4::cpu
+G4_CPU_END

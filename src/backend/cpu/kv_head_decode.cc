@@ -4,10 +4,11 @@
 // decodes.
 #include "backend/cpu/kv_head_decode.h"
 
+#include "backend/cpu/isa.h"
 #include "core/check.h"
 #include "core/float16.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 namespace {
 
 using kvdecode::LoadCodes32;
@@ -48,8 +49,8 @@ const float* ValuePlain16(const KvHeadDecoder& c, const uint8_t* rec, int kh, fl
 
 // Affine: x = fma(code, step, bias), per group of c.group elements.
 template <int B>
-void AffineHead(const KvHeadDecoder& c, const uint8_t* rec, int64_t codes, int64_t scales, int64_t biases, int kh,
-                float* out) {
+void AffineHead(const KvHeadDecoder& c, const uint8_t* rec, int64_t codes, int64_t scales, int64_t biases,
+                int kh, float* out) {
   const int d = c.head_dim;
   const int64_t groups_per_head = d / c.group;
   const uint8_t* q = rec + codes + static_cast<int64_t>(kh) * d * B / 8;
@@ -115,21 +116,30 @@ const float* ValueTurbo(const KvHeadDecoder& c, const uint8_t* rec, int kh, floa
 
 KvHeadDecodeFn TurboKeyFn(int bits) {
   switch (bits) {
-    case 2: return KeyTurbo<2>;
-    case 4: return KeyTurbo<4>;
-    case 5: return KeyTurbo<5>;
-    case 8: return KeyTurbo<8>;
+    case 2:
+      return KeyTurbo<2>;
+    case 4:
+      return KeyTurbo<4>;
+    case 5:
+      return KeyTurbo<5>;
+    case 8:
+      return KeyTurbo<8>;
   }
   return nullptr;
 }
 
 KvHeadDecodeFn TurboValueFn(int bits) {
   switch (bits) {
-    case 2: return ValueTurbo<2>;
-    case 3: return ValueTurbo<3>;
-    case 4: return ValueTurbo<4>;
-    case 5: return ValueTurbo<5>;
-    case 8: return ValueTurbo<8>;
+    case 2:
+      return ValueTurbo<2>;
+    case 3:
+      return ValueTurbo<3>;
+    case 4:
+      return ValueTurbo<4>;
+    case 5:
+      return ValueTurbo<5>;
+    case 8:
+      return ValueTurbo<8>;
   }
   return nullptr;
 }
@@ -147,7 +157,8 @@ KvHeadDecoder MakeKvHeadDecoder(const KvRecordFormat& format, const float* value
     case KvCodecSpec::Kind::kPlain:
       c.group = format.head_dim;
       if (spec.plain_dtype == DType::kF32) {
-        G4_CHECK_MSG(format.record_bytes % 4 == 0 && format.v_codes % 4 == 0, "[cpu] f32 KV records must be aligned");
+        G4_CHECK_MSG(format.record_bytes % 4 == 0 && format.v_codes % 4 == 0,
+                     "[cpu] f32 KV records must be aligned");
         c.key = KeyPlainF32;
         c.value = ValuePlainF32;
       } else if (spec.plain_dtype == DType::kBF16) {
@@ -194,4 +205,4 @@ KvHeadDecoder MakeKvHeadDecoder(const KvRecordFormat& format, const float* value
   return c;
 }
 
-}  // namespace g4::cpu
+G4_CPU_END

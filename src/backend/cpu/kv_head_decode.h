@@ -28,7 +28,7 @@
 #include "backend/kv_formats.h"
 #include "backend/kv_record.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 
 struct KvHeadDecoder;
 
@@ -44,8 +44,8 @@ using KvHeadDecodeFn = const float* (*)(const KvHeadDecoder& c, const uint8_t* r
 
 struct KvHeadDecoder {
   int head_dim = 0;
-  int group = 32;          // elements per scale (affine: its group; turbo: 32)
-  int key_bits = 0;        // code widths (0 = plain)
+  int group = 32;    // elements per scale (affine: its group; turbo: 32)
+  int key_bits = 0;  // code widths (0 = plain)
   int value_bits = 0;
   bool rotated_values = false;
   KvRecordFormat format;
@@ -91,7 +91,7 @@ inline float LoadHalf(const uint8_t* p) {
 // 32 B-bit codes (4 B bytes, LSB-first) as kChunkVecs float vectors.
 template <int B>
 inline void LoadCodes32(const uint8_t* p, VF* q) {
-#if defined(__AVX2__) || defined(__AVX512F__)
+#if G4_ISA_AVX2
   // Unaligned-safe: the SIMD loaders only use unaligned and masked loads.
   LoadChunkNatural<B>(reinterpret_cast<const uint32_t*>(p), q);
 #else
@@ -103,12 +103,14 @@ inline void LoadCodes32(const uint8_t* p, VF* q) {
 
 // 32 signed bytes as float vectors (turbo 8-bit keys).
 inline void LoadI8x32(const uint8_t* p, VF* q) {
-#if defined(__AVX512F__)
+#if G4_ISA_AVX512
   for (int v = 0; v < kChunkVecs; ++v)
-    q[v] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * v))));
-#elif defined(__AVX2__)
+    q[v] = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * v))));
+#elif G4_ISA_AVX2
   for (int v = 0; v < kChunkVecs; ++v)
-    q[v] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * v))));
+    q[v] = _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * v))));
 #else
   alignas(64) float tmp[kChunk];
   for (int i = 0; i < kChunk; ++i) tmp[i] = static_cast<float>(static_cast<int8_t>(p[i]));
@@ -119,7 +121,7 @@ inline void LoadI8x32(const uint8_t* p, VF* q) {
 // table[codes] per lane, for codes that are whole numbers in [0, 2^B).
 template <int B>
 inline VF LookupCentroids(VF codes, const float* table) {
-#if defined(__AVX512F__)
+#if G4_ISA_AVX512
   const __m512i idx = _mm512_cvttps_epi32(codes);
   if constexpr (B <= 4) {
     const __m512 t = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (1 << B)) - 1), table);
@@ -129,7 +131,7 @@ inline VF LookupCentroids(VF codes, const float* table) {
   } else {
     return _mm512_i32gather_ps(idx, table, 4);
   }
-#elif defined(__AVX2__)
+#elif G4_ISA_AVX2
   const __m256i idx = _mm256_cvttps_epi32(codes);
   if constexpr (B <= 3) {
     const __m256 t = _mm256_maskload_ps(table, TailMask(1 << B));
@@ -145,4 +147,4 @@ inline VF LookupCentroids(VF codes, const float* table) {
 }
 
 }  // namespace kvdecode
-}  // namespace g4::cpu
+G4_CPU_END

@@ -7,9 +7,10 @@
 #include <cstdint>
 #include <span>
 
+#include "backend/cpu/isa.h"
 #include "backend/ops.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 
 void KvWrite(const StepRows& rows, const PagedKv& kv, const TensorView& k, const TensorView& v);
 void PagedAttention(const PagedAttentionArgs& args);
@@ -17,4 +18,4 @@ void KvRecodeBlocks(const PagedKvStore& from, const PagedKvStore& to, int block_
                     std::span<const int32_t> from_blocks, std::span<const int32_t> to_blocks,
                     std::span<const int32_t> tokens);
 
-}  // namespace g4::cpu
+G4_CPU_END

@@ -1,10 +1,11 @@
 // MatMul dispatch: few input rows take the matrix-vector kernels, more take
 // the blocked GEMM; both in the canonical order of kernels.h, so the switch
 // never changes a row's bits.
+#include "backend/cpu/isa.h"
 #include "backend/cpu/kernels.h"
 #include "core/check.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 
 void CheckWeight(const WeightMatrix& w) {
   if (w.is_affine()) {
@@ -13,9 +14,9 @@ void CheckWeight(const WeightMatrix& w) {
     G4_CHECK_MSG(w.group_size == 32 || w.group_size == 64 || w.group_size == 128,
                  "[cpu] affine group size must be 32, 64 or 128");
     G4_CHECK_MSG(w.cols % w.group_size == 0, "[cpu] affine columns must be whole groups");
-    G4_CHECK_MSG(w.scale_dtype == DType::kBF16 || w.scale_dtype == DType::kF16 ||
-                     w.scale_dtype == DType::kF32,
-                 "[cpu] affine scales must be BF16, F16 or F32");
+    G4_CHECK_MSG(
+        w.scale_dtype == DType::kBF16 || w.scale_dtype == DType::kF16 || w.scale_dtype == DType::kF32,
+        "[cpu] affine scales must be BF16, F16 or F32");
     G4_CHECK(w.rows == 0 || (w.codes && w.scales && w.biases));
   } else {
     G4_CHECK_MSG(w.dtype == DType::kF32 || w.dtype == DType::kBF16 || w.dtype == DType::kF16,
@@ -35,9 +36,11 @@ void MatMul(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, 
     } else {
       GemvDense(x, ldx, m_rows, w, y, ldy);
     }
+  } else if (w.is_affine()) {
+    GemmAffine(x, ldx, m_rows, w, y, ldy);
   } else {
     Gemm(x, ldx, m_rows, w, y, ldy);
   }
 }
 
-}  // namespace g4::cpu
+G4_CPU_END

@@ -1,127 +1,399 @@
-// Matrix-vector products over MLX affine-quantized weights (decode). Each
-// weight row is read once, straight from its packed codes, and dequantized
-// in registers to exactly the values the GEMM decodes into its tiles,
-// fma(q, scale, bias); the dot products then follow the canonical order of
-// kernels.h, so a row's output does not depend on the path or the batch.
-// NR weight rows are in flight at once: their independent accumulator
-// chains hide the FMA latency, and all input rows share each unpack.
+// Matrix-vector products over MLX affine weights (decode), in the integer
+// scheme of affine_int8.h, plus that scheme's input quantization.
+//
+// SIMD variants: weight rows are taken kLanes at a time (a block). Each row
+// is read once, unit by unit, straight from its packed codes: unpacked to
+// u8 in registers and dot-multiplied four codes per 32-bit lane with the
+// int8 input. After a group's worth of units, one reduction network over the
+// block's kLanes vectors leaves each group's exact sums with one weight row
+// per lane, so step 2's float update runs on whole vectors, one output per
+// lane, and the scales and biases it needs are transposed the same way once
+// per kLanes groups. Baseline: the same arithmetic in plain loops.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
 #include "backend/cpu/affine_codes.h"
+#include "backend/cpu/affine_int8.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/parallel.h"
 #include "backend/cpu/scratch.h"
 #include "core/check.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 namespace {
 
-constexpr int64_t kParallelMinWords = 1 << 12;
+inline uint32_t AbsBits(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u & 0x7fffffffu;
+}
 
-// Each code stream is prefetched one block of NR rows ahead, at the same
-// column: the hardware prefetcher alone does not run far enough ahead of NR
-// interleaved streams while the core is busy unpacking.
+// max over i < n of |x[i]| as bits (n a multiple of 32).
+uint32_t MaxAbsBits(const float* x, int n) {
+#if G4_ISA_AVX512
+  __m512i m = _mm512_setzero_si512();
+  const __m512i abs = _mm512_set1_epi32(0x7fffffff);
+  for (int i = 0; i < n; i += 16) m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512(x + i), abs));
+  return static_cast<uint32_t>(_mm512_reduce_max_epu32(m));
+#elif G4_ISA_AVX2
+  __m256i m = _mm256_setzero_si256();
+  const __m256i abs = _mm256_set1_epi32(0x7fffffff);
+  for (int i = 0; i < n; i += 8)
+    m = _mm256_max_epu32(m,
+                         _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), abs));
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), m);
+  uint32_t r = 0;
+  for (uint32_t v : lanes) r = std::max(r, v);
+  return r;
+#else
+  uint32_t r = 0;
+  for (int i = 0; i < n; ++i) r = std::max(r, AbsBits(x[i]));
+  return r;
+#endif
+}
 
-// y[m, r] for m < M and the NR weight rows whose codes start at `codes`
-// (row stride wpr words) and whose scales / biases (as float, gpr per row)
-// are s / b.
-template <int B, int M, int NR, int CPG>
-void AffineBlock(const float* x, int64_t ldx, const uint32_t* codes, int64_t wpr, const float* s,
-                 const float* b, int64_t gpr, float* y, int64_t ldy) {
-  VF acc[M][NR];
-  for (int m = 0; m < M; ++m)
-    for (int r = 0; r < NR; ++r) acc[m][r] = VZero();
-  const uint32_t* words[NR];
-  for (int r = 0; r < NR; ++r) words[r] = codes + r * wpr;
-  for (int64_t g = 0; g < gpr; ++g) {
-    VF vs[NR], vb[NR];
-    for (int r = 0; r < NR; ++r) {
-      vs[r] = VSet1(s[r * gpr + g]);
-      vb[r] = VSet1(b[r * gpr + g]);
-      PrefetchBytes(words[r] + NR * wpr, CPG * B * 4);
-    }
-    const float* xg = x + g * CPG * kChunk;
-#pragma GCC unroll 4
-    for (int c = 0; c < CPG; ++c) {
-      for (int r = 0; r < NR; ++r) {
-        VF q[kChunkVecs];
-        LoadChunkNatural<B>(words[r], q);
-        words[r] += B;
-        for (int v = 0; v < kChunkVecs; ++v) {
-          const VF wv = VFma(q[v], vs[r], vb[r]);
-          for (int m = 0; m < M; ++m)
-            acc[m][r] = VFma(VLoad(xg + m * ldx + c * kChunk + v * kLanes), wv, acc[m][r]);
+// q[i] = round-half-even(x[i] * inv) clamped to [-127, 127] (a NaN product:
+// -127), for i < n (a multiple of 32); returns the sum of the q[i].
+int32_t QuantizeGroup(const float* x, int n, float inv, int8_t* q) {
+#if G4_ISA_AVX512
+  const __m512 vi = _mm512_set1_ps(inv);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  __m512i sum = _mm512_setzero_si512();
+  for (int i = 0; i < n; i += 16) {
+    // cvtps rounds half to even (the default MXCSR mode); NaN gives INT_MIN.
+    __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), vi));
+    v = _mm512_min_epi32(_mm512_max_epi32(v, lo), hi);
+    sum = _mm512_add_epi32(sum, v);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(v));
+  }
+  return _mm512_reduce_add_epi32(sum);
+#elif G4_ISA_AVX2
+  const __m256 vi = _mm256_set1_ps(inv);
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  __m256i sum = _mm256_setzero_si256();
+  alignas(32) int32_t lanes[8];
+  for (int i = 0; i < n; i += 8) {
+    __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), vi));
+    v = _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);
+    sum = _mm256_add_epi32(sum, v);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), v);
+    for (int j = 0; j < 8; ++j) q[i + j] = static_cast<int8_t>(lanes[j]);
+  }
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sum);
+  int32_t total = 0;
+  for (int32_t v : lanes) total += v;
+  return total;
+#else
+  int32_t sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const float v = std::nearbyint(x[i] * inv);
+    const int32_t qi = std::isnan(v) ? -127 : static_cast<int32_t>(std::min(127.0f, std::max(-127.0f, v)));
+    q[i] = static_cast<int8_t>(qi);
+    sum += qi;
+  }
+  return sum;
+#endif
+}
+
+}  // namespace
+
+void QuantizeActRows(const float* x, int64_t ldx, int64_t m, int64_t k, int group, ActLayout layout,
+                     int64_t unit, int64_t kpad, int8_t* q, int64_t ldq, float* d, float* xs, int64_t ldg) {
+  const int64_t groups = k / group;
+  alignas(64) int8_t natural[128];
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * ldx;
+    int8_t* qr = q + r * ldq;
+    std::memset(qr + k, 0, kpad - k);
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* xg = xr + g * group;
+      const uint32_t amax_bits = MaxAbsBits(xg, group);  // ordered like the values, NaN above infinity
+      float amax;
+      std::memcpy(&amax, &amax_bits, 4);
+      const bool finite = amax_bits < 0x7f800000u;
+      const float dg = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
+      const float inv = finite && amax_bits != 0 ? 127.0f / amax : 0.0f;
+      const int32_t sum = QuantizeGroup(xg, group, inv, natural);
+      d[r * ldg + g] = dg;
+      xs[r * ldg + g] = static_cast<float>(sum) * dg;
+      if (layout == ActLayout::kNatural) {
+        std::memcpy(qr + g * group, natural, group);
+      } else if (layout == ActLayout::kOctet) {
+        // Per 8 bytes: 0 2 4 6 1 3 5 7 (SSSE3, in every variant).
+        const __m128i perm = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+        for (int i = 0; i < group; i += 16) {
+          const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(natural + i));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(qr + g * group + i), _mm_shuffle_epi8(v, perm));
+        }
+      } else {
+        // Even columns to the unit's first half, odd ones to its second.
+        for (int i = 0; i < group; i += 2) {
+          const int64_t c = g * group + i, base = c / unit * unit, half = (c - base) / 2;
+          qr[base + half] = natural[i];
+          qr[base + unit / 2 + half] = natural[i + 1];
         }
       }
     }
   }
-  for (int m = 0; m < M; ++m)
-    for (int r = 0; r < NR; ++r) y[m * ldy + r] = VReduceAdd(acc[m][r]);
 }
 
-template <int B, int M, int CPG>
-void GemvAffineRows(const float* x, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy) {
-  // M x NR accumulators plus the per-row scale and bias vectors.
-  constexpr int kNr = (kLanes == 16 || M == 1) ? 4 : 2;
-  const int64_t n_rows = w.rows;
-  const int64_t gpr = w.groups_per_row(), wpr = w.words_per_row();
-  const int64_t scale_bytes = kNr * gpr * static_cast<int64_t>(DTypeSize(w.scale_dtype));
-  const int64_t blocks = n_rows / kNr;
-#pragma omp parallel if (n_rows * wpr >= kParallelMinWords)
-  {
-    float* s = ThreadScratch(ScratchSlot::kRowScales, kNr * gpr);
-    float* b = ThreadScratch(ScratchSlot::kRowBiases, kNr * gpr);
-#pragma omp for schedule(static)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t n = blk * kNr;
-      if (blk + 1 < blocks) {
-        PrefetchBytes(static_cast<const char*>(w.scales) + (blk + 1) * scale_bytes, scale_bytes);
-        PrefetchBytes(static_cast<const char*>(w.biases) + (blk + 1) * scale_bytes, scale_bytes);
+void TransposeGroupValues(DType t, const void* base, int64_t gpr, int64_t row0, int nr, int64_t g0, int ng,
+                          float* out) {
+#if G4_ISA_AVX2
+  // Row r's values as one vector (zero past ng), then a 32-bit transpose.
+  VI v[kLanes];
+  for (int r = 0; r < kLanes; ++r) {
+    if (r >= nr) {
+      v[r] = VIZero();
+      continue;
+    }
+    const int64_t first = (row0 + r) * gpr + g0;
+    VF f;
+    if (t == DType::kF32) {
+      f = ng == kLanes ? VLoad(static_cast<const float*>(base) + first)
+                       : VLoadN(static_cast<const float*>(base) + first, ng);
+    } else {
+      const uint16_t* h = static_cast<const uint16_t*>(base) + first;
+      uint16_t tmp[kLanes] = {};
+      if (ng < kLanes) {
+        std::memcpy(tmp, h, ng * sizeof(uint16_t));
+        h = tmp;
       }
-      ConvertToFloat(w.scale_dtype, w.scales, n * gpr, kNr * gpr, s);
-      ConvertToFloat(w.scale_dtype, w.biases, n * gpr, kNr * gpr, b);
-      AffineBlock<B, M, kNr, CPG>(x, ldx, w.codes + n * wpr, wpr, s, b, gpr, y + n, ldy);
+      f = t == DType::kBF16 ? VLoadBf16(h) : VLoadF16(h);
     }
-#pragma omp single
-    for (int64_t n = blocks * kNr; n < n_rows; ++n) {
-      ConvertToFloat(w.scale_dtype, w.scales, n * gpr, gpr, s);
-      ConvertToFloat(w.scale_dtype, w.biases, n * gpr, gpr, b);
-      AffineBlock<B, M, 1, CPG>(x, ldx, w.codes + n * wpr, wpr, s, b, gpr, y + n, ldy);
+#if G4_ISA_AVX512
+    v[r] = _mm512_castps_si512(f);
+#else
+    v[r] = _mm256_castps_si256(f);
+#endif
+  }
+  TransposeWords(v);
+  for (int j = 0; j < kLanes; ++j) VIStore(reinterpret_cast<int32_t*>(out + j * kLanes), v[j]);
+#else
+  alignas(64) float rowv[kLanes];
+  for (int r = 0; r < kLanes; ++r) {
+    if (r < nr) ConvertToFloat(t, base, (row0 + r) * gpr + g0, ng, rowv);
+    for (int j = 0; j < kLanes; ++j) out[j * kLanes + r] = (r < nr && j < ng) ? rowv[j] : 0.0f;
+  }
+#endif
+}
+
+namespace {
+
+#if G4_ISA_AVX2
+
+// Each row's codes are requested this far ahead of their use: the block
+// reads kLanes rows side by side, more streams than the hardware prefetcher
+// follows far enough ahead on its own.
+constexpr int64_t kPrefetchBytes = 512;
+
+// Outputs of weight rows [n0, n0 + nr) (nr <= kLanes) for every input row.
+template <int B, int G>
+void GemvBlock(const ActRows& x, int64_t m_rows, const WeightMatrix& w, int64_t n0, int nr, float* y,
+               int64_t ldy) {
+  using U = Unit<B>;
+  constexpr int kCpl = U::kColsPerLane;
+  constexpr int kL = G / kCpl < kLanes ? G / kCpl : kLanes;  // lanes per group
+  constexpr int kUnitsPerStep = G > kLanes * kCpl ? G / (kLanes * kCpl) : 1;
+  constexpr int kGroupsPerStep = kLanes / kL;  // 1 unless a unit holds several groups
+  constexpr int64_t kStepCols = kUnitsPerStep * U::kCols;
+  static_assert(kStepCols == static_cast<int64_t>(kGroupsPerStep) * G);
+  const int64_t k = w.cols, gpr = w.groups_per_row();
+  const int64_t row_bytes = w.words_per_row() * 4;
+  // Rows past nr read as empty (masked loads of nothing), so every loop
+  // over the block's rows has a compile-time trip count and the vectors stay
+  // in registers.
+  const uint8_t* rows[kLanes];
+  int64_t limit[kLanes];
+  for (int r = 0; r < kLanes; ++r) {
+    rows[r] = reinterpret_cast<const uint8_t*>(w.codes + (n0 + std::min(r, nr - 1)) * w.words_per_row());
+    limit[r] = r < nr ? row_bytes : 0;
+  }
+  VF acc[kGemvMaxRows];
+  for (int64_t m = 0; m < m_rows; ++m) acc[m] = VZero();
+  alignas(64) float st[kLanes * kLanes], bt[kLanes * kLanes];
+  int64_t g_base = -1;
+  const int64_t steps = (k + kStepCols - 1) / kStepCols;
+  for (int64_t step = 0; step < steps; ++step) {
+    const int64_t g0 = step * kGroupsPerStep;
+    const int ng = static_cast<int>(std::min<int64_t>(kGroupsPerStep, gpr - g0));
+    if (g_base < 0 || g0 >= g_base + kLanes) {
+      g_base = g0 / kLanes * kLanes;
+      const int n_g = static_cast<int>(std::min<int64_t>(kLanes, gpr - g_base));
+      TransposeGroupValues(w.scale_dtype, w.scales, gpr, n0, nr, g_base, n_g, st);
+      TransposeGroupValues(w.scale_dtype, w.biases, gpr, n0, nr, g_base, n_g, bt);
+    }
+    // The common case: every row of the block, whole units.
+    const bool whole = nr == kLanes && (step + 1) * kUnitsPerStep * U::kBytes <= row_bytes;
+    for (int64_t m = 0; m < m_rows; ++m) {
+      VI v[kLanes];
+#pragma GCC unroll 16
+      for (int r = 0; r < kLanes; ++r) v[r] = VIZero();
+      for (int uu = 0; uu < kUnitsPerStep; ++uu) {
+        const int64_t u = step * kUnitsPerStep + uu;
+        const int64_t off = u * U::kBytes;
+        const int8_t* xu = x.q + m * x.ldq + u * U::kCols;
+        if (whole) {
+#pragma GCC unroll 16
+          for (int r = 0; r < kLanes; ++r) {
+            if (m == 0)
+              _mm_prefetch(reinterpret_cast<const char*>(rows[r] + off + kPrefetchBytes), _MM_HINT_T0);
+            VI c[U::kVecs];
+            U::Load(rows[r] + off, U::kBytes, c);
+            v[r] = U::Dot(c, xu, v[r]);
+          }
+        } else {
+#pragma GCC unroll 16
+          for (int r = 0; r < kLanes; ++r) {
+            VI c[U::kVecs];
+            U::Load(rows[r] + off, std::max<int64_t>(0, limit[r] - off), c);
+            v[r] = U::Dot(c, xu, v[r]);
+          }
+        }
+      }
+      VI isum[kGroupsPerStep];
+      ReduceRows<kL>(v, isum);
+      const float* dm = x.d + m * x.ldg;
+      const float* xsm = x.xs + m * x.ldg;
+      for (int j = 0; j < ng; ++j) {
+        const int64_t g = g0 + j;
+        const int64_t t = (g - g_base) * kLanes;
+        acc[m] = GroupUpdate(acc[m], VICvt(isum[j]), VLoad(st + t), VLoad(bt + t), dm[g], xsm[g]);
+      }
+    }
+  }
+  for (int64_t m = 0; m < m_rows; ++m) {
+    if (nr == kLanes) {
+      VStore(y + m * ldy + n0, acc[m]);
+    } else {
+      VStoreN(y + m * ldy + n0, acc[m], nr);
     }
   }
 }
 
-template <int B, int M>
-void GemvAffineRowsAnyGroup(const float* x, int64_t ldx, const WeightMatrix& w, float* y, int64_t ldy) {
-  switch (w.group_size) {
-    case 32: return GemvAffineRows<B, M, 1>(x, ldx, w, y, ldy);
-    case 64: return GemvAffineRows<B, M, 2>(x, ldx, w, y, ldy);
-    case 128: return GemvAffineRows<B, M, 4>(x, ldx, w, y, ldy);
-    default: G4_CHECK_MSG(false, "[cpu] GemvAffine: unsupported group size");
+#else  // baseline
+
+// B-bit codes [32 c, 32 c + 32) of a row, as bytes.
+template <int B>
+void UnpackCodes32(const uint32_t* words, uint8_t* out) {
+  constexpr uint32_t kMask = (1u << B) - 1;
+  for (int i = 0; i < kChunk; ++i) {
+    const int bit = i * B, wi = bit >> 5, sh = bit & 31;
+    uint32_t v = words[wi] >> sh;
+    if (sh + B > 32) v |= words[wi + 1] << (32 - sh);
+    out[i] = static_cast<uint8_t>(v & kMask);
   }
+}
+
+template <int B, int G>
+void GemvBlock(const ActRows& x, int64_t m_rows, const WeightMatrix& w, int64_t n0, int nr, float* y,
+               int64_t ldy) {
+  const int64_t gpr = w.groups_per_row();
+  uint8_t codes[G];
+  for (int r = 0; r < nr; ++r) {
+    const int64_t n = n0 + r;
+    const uint32_t* words = w.codes + n * w.words_per_row();
+    float acc[kGemvMaxRows] = {};
+    for (int64_t g = 0; g < gpr; ++g) {
+      for (int c = 0; c < G / kChunk; ++c)
+        UnpackCodes32<B>(words + (g * G / kChunk + c) * B, codes + c * kChunk);
+      float s, b;
+      ConvertToFloat(w.scale_dtype, w.scales, n * gpr + g, 1, &s);
+      ConvertToFloat(w.scale_dtype, w.biases, n * gpr + g, 1, &b);
+      for (int64_t m = 0; m < m_rows; ++m) {
+        const int8_t* xq = x.q + m * x.ldq + g * G;
+        int32_t isum = 0;
+        for (int i = 0; i < G; ++i) isum += static_cast<int32_t>(codes[i]) * xq[i];
+        const float d = x.d[m * x.ldg + g], xsum = x.xs[m * x.ldg + g];
+        acc[m] = std::fma(static_cast<float>(isum), s * d, acc[m]);
+        acc[m] = std::fma(b, xsum, acc[m]);
+      }
+    }
+    for (int64_t m = 0; m < m_rows; ++m) y[m * ldy + n] = acc[m];
+  }
+}
+
+#endif
+
+template <int B, int G>
+void GemvAll(const ActRows& x, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy) {
+  const int64_t n_rows = w.rows;
+  const int64_t blocks = (n_rows + kLanes - 1) / kLanes;
+  const int64_t block_bytes = kLanes * w.words_per_row() * 4;
+  // A member takes at least 32 KiB of codes: less is not worth a hand-off.
+  ParallelFor(blocks, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, block_bytes)),
+              [&](int64_t b0, int64_t b1) {
+                for (int64_t b = b0; b < b1; ++b) {
+                  const int64_t n0 = b * kLanes;
+                  GemvBlock<B, G>(x, m_rows, w, n0, static_cast<int>(std::min<int64_t>(kLanes, n_rows - n0)),
+                                  y, ldy);
+                }
+              });
 }
 
 template <int B>
-void GemvAffineBits(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy) {
-  switch (m_rows) {
-    case 1: return GemvAffineRowsAnyGroup<B, 1>(x, ldx, w, y, ldy);
-    case 2: return GemvAffineRowsAnyGroup<B, 2>(x, ldx, w, y, ldy);
-    case 3: return GemvAffineRowsAnyGroup<B, 3>(x, ldx, w, y, ldy);
-    case 4: return GemvAffineRowsAnyGroup<B, 4>(x, ldx, w, y, ldy);
-    default: G4_CHECK_MSG(false, "[cpu] GemvAffine: too many input rows");
+void GemvBits(const ActRows& x, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy) {
+  switch (w.group_size) {
+    case 32:
+      return GemvAll<B, 32>(x, m_rows, w, y, ldy);
+    case 64:
+      return GemvAll<B, 64>(x, m_rows, w, y, ldy);
+    case 128:
+      return GemvAll<B, 128>(x, m_rows, w, y, ldy);
+    default:
+      G4_CHECK_MSG(false, "[cpu] GemvAffine: unsupported group size");
   }
 }
 
 }  // namespace
 
-void GemvAffine(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy) {
-  static_assert(kGemvMaxRows == 4);
+ActLayout GemvLayout(int bits) { return G4_ISA_AVX2 && bits == 4 ? ActLayout::kSplit : ActLayout::kNatural; }
+
+int64_t GemvUnitCols(int bits) {
+#if G4_ISA_AVX2
+  return bits == 4 ? Unit<4>::kCols : bits == 8 ? Unit<8>::kCols : 4 * kLanes;
+#else
+  return kChunk;
+#endif
+}
+
+int64_t PaddedCols(int64_t k, int bits) {
+  const int64_t unit = GemvUnitCols(bits);
+  return (k + unit - 1) / unit * unit;
+}
+
+void GemvAffineInt8(const ActRows& x, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy) {
+  G4_CHECK_MSG(m_rows <= kGemvMaxRows, "[cpu] GemvAffine: too many input rows");
   switch (w.bits) {
-    case 2: return GemvAffineBits<2>(x, ldx, m_rows, w, y, ldy);
-    case 3: return GemvAffineBits<3>(x, ldx, m_rows, w, y, ldy);
-    case 4: return GemvAffineBits<4>(x, ldx, m_rows, w, y, ldy);
-    case 5: return GemvAffineBits<5>(x, ldx, m_rows, w, y, ldy);
-    case 6: return GemvAffineBits<6>(x, ldx, m_rows, w, y, ldy);
-    case 8: return GemvAffineBits<8>(x, ldx, m_rows, w, y, ldy);
-    default: G4_CHECK_MSG(false, "[cpu] GemvAffine: unsupported bit width");
+    case 2:
+      return GemvBits<2>(x, m_rows, w, y, ldy);
+    case 3:
+      return GemvBits<3>(x, m_rows, w, y, ldy);
+    case 4:
+      return GemvBits<4>(x, m_rows, w, y, ldy);
+    case 5:
+      return GemvBits<5>(x, m_rows, w, y, ldy);
+    case 6:
+      return GemvBits<6>(x, m_rows, w, y, ldy);
+    case 8:
+      return GemvBits<8>(x, m_rows, w, y, ldy);
+    default:
+      G4_CHECK_MSG(false, "[cpu] GemvAffine: unsupported bit width");
   }
 }
 
-}  // namespace g4::cpu
+void GemvAffine(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy) {
+  G4_CHECK_MSG(m_rows <= kGemvMaxRows, "[cpu] GemvAffine: too many input rows");
+  const int64_t k = w.cols, gpr = w.groups_per_row();
+  const int64_t kpad = PaddedCols(k, w.bits);
+  int8_t* q = reinterpret_cast<int8_t*>(ThreadScratch(ScratchSlot::kInput, (m_rows * kpad + 3) / 4));
+  float* dxs = ThreadScratch(ScratchSlot::kRowScales, 2 * m_rows * gpr);
+  QuantizeActRows(x, ldx, m_rows, k, w.group_size, GemvLayout(w.bits), GemvUnitCols(w.bits), kpad, q, kpad,
+                  dxs, dxs + m_rows * gpr, gpr);
+  GemvAffineInt8(ActRows{q, kpad, dxs, dxs + m_rows * gpr, gpr}, m_rows, w, y, ldy);
+}
+
+G4_CPU_END

@@ -5,10 +5,11 @@
 #include <cstring>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/parallel.h"
 #include "backend/cpu/simd.h"
 #include "core/check.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 namespace {
 
 // Below this many weight elements a matmul runs on the calling thread: the
@@ -86,9 +87,11 @@ void GemvRows(const float* x, int64_t ldx, const WeightMatrix& w, float* y, int6
   const Elem* data = static_cast<const Elem*>(w.data);
   const int64_t n_rows = w.rows, k_len = w.cols;
   const int64_t blocks = n_rows / kNr;
-#pragma omp parallel for schedule(static) if (n_rows * k_len >= kParallelMinElems)
-  for (int64_t b = 0; b < blocks; ++b)
-    GemvBlock<T, M, kNr>(x, ldx, k_len, data + b * kNr * k_len, y + b * kNr, ldy);
+  ParallelFor(blocks, std::max<int64_t>(1, kParallelMinElems / (kNr * std::max<int64_t>(1, k_len))),
+              [&](int64_t b0, int64_t b1) {
+                for (int64_t b = b0; b < b1; ++b)
+                  GemvBlock<T, M, kNr>(x, ldx, k_len, data + b * kNr * k_len, y + b * kNr, ldy);
+              });
   for (int64_t n = blocks * kNr; n < n_rows; ++n)
     GemvBlock<T, M, 1>(x, ldx, k_len, data + n * k_len, y + n, ldy);
 }
@@ -96,11 +99,16 @@ void GemvRows(const float* x, int64_t ldx, const WeightMatrix& w, float* y, int6
 template <DType T>
 void GemvTyped(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy) {
   switch (m_rows) {
-    case 1: return GemvRows<T, 1>(x, ldx, w, y, ldy);
-    case 2: return GemvRows<T, 2>(x, ldx, w, y, ldy);
-    case 3: return GemvRows<T, 3>(x, ldx, w, y, ldy);
-    case 4: return GemvRows<T, 4>(x, ldx, w, y, ldy);
-    default: G4_CHECK_MSG(false, "[cpu] GemvDense: too many input rows");
+    case 1:
+      return GemvRows<T, 1>(x, ldx, w, y, ldy);
+    case 2:
+      return GemvRows<T, 2>(x, ldx, w, y, ldy);
+    case 3:
+      return GemvRows<T, 3>(x, ldx, w, y, ldy);
+    case 4:
+      return GemvRows<T, 4>(x, ldx, w, y, ldy);
+    default:
+      G4_CHECK_MSG(false, "[cpu] GemvDense: too many input rows");
   }
 }
 
@@ -109,11 +117,15 @@ void GemvTyped(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& 
 void GemvDense(const float* x, int64_t ldx, int64_t m_rows, const WeightMatrix& w, float* y, int64_t ldy) {
   static_assert(kGemvMaxRows == 4);
   switch (w.dtype) {
-    case DType::kF32: return GemvTyped<DType::kF32>(x, ldx, m_rows, w, y, ldy);
-    case DType::kBF16: return GemvTyped<DType::kBF16>(x, ldx, m_rows, w, y, ldy);
-    case DType::kF16: return GemvTyped<DType::kF16>(x, ldx, m_rows, w, y, ldy);
-    default: G4_CHECK_MSG(false, "[cpu] GemvDense: unsupported weight dtype");
+    case DType::kF32:
+      return GemvTyped<DType::kF32>(x, ldx, m_rows, w, y, ldy);
+    case DType::kBF16:
+      return GemvTyped<DType::kBF16>(x, ldx, m_rows, w, y, ldy);
+    case DType::kF16:
+      return GemvTyped<DType::kF16>(x, ldx, m_rows, w, y, ldy);
+    default:
+      G4_CHECK_MSG(false, "[cpu] GemvDense: unsupported weight dtype");
   }
 }
 
-}  // namespace g4::cpu
+G4_CPU_END

@@ -17,10 +17,11 @@
 #include <cstring>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/parallel.h"
 #include "backend/cpu/simd.h"
 #include "core/check.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 namespace {
 
 constexpr size_t kAlign = 64;
@@ -35,9 +36,11 @@ constexpr int kMaxTopK = 64;
 void MoeExperts(const MoeExpertsArgs& a) {
   const int64_t rows = a.x.rows, hidden = a.x.cols;
   const int64_t num_experts = static_cast<int64_t>(a.gate.size());
-  G4_CHECK_MSG(a.x.dtype == DType::kF32 && a.out.dtype == DType::kF32, "[cpu] MoeExperts: x and out must be F32");
+  G4_CHECK_MSG(a.x.dtype == DType::kF32 && a.out.dtype == DType::kF32,
+               "[cpu] MoeExperts: x and out must be F32");
   G4_CHECK_MSG(a.out.rows == rows && a.out.cols == hidden, "[cpu] MoeExperts: out shape differs from x");
-  G4_CHECK_MSG(a.ids.dtype == DType::kI32 && a.weights.dtype == DType::kF32, "[cpu] MoeExperts: ids I32, weights F32");
+  G4_CHECK_MSG(a.ids.dtype == DType::kI32 && a.weights.dtype == DType::kF32,
+               "[cpu] MoeExperts: ids I32, weights F32");
   G4_CHECK_MSG(a.ids.rows == rows && a.weights.rows == rows && a.weights.cols == a.ids.cols,
                "[cpu] MoeExperts: ids / weights shape");
   G4_CHECK_MSG(a.up.size() == a.gate.size() && a.down.size() == a.gate.size() && num_experts > 0,
@@ -80,10 +83,10 @@ void MoeExperts(const MoeExpertsArgs& a) {
     return ep < eq || (ep == eq && p < q);
   });
   for (int32_t i = 0; i < pairs; ++i) slot[order[i]] = i;
-#pragma omp parallel for schedule(static) if (pairs * hidden >= (1 << 16))
-  for (int64_t i = 0; i < pairs; ++i) {
-    std::memcpy(in_out + i * hidden, a.x.f32() + (order[i] / top_k) * a.x.stride, hidden * sizeof(float));
-  }
+  ParallelFor(pairs, MinRowsPerPiece(hidden), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      std::memcpy(in_out + i * hidden, a.x.f32() + (order[i] / top_k) * a.x.stride, hidden * sizeof(float));
+  });
 
   // 2. Experts in ascending id, each over its contiguous run of pairs.
   for (int64_t i0 = 0; i0 < pairs;) {
@@ -101,26 +104,28 @@ void MoeExperts(const MoeExpertsArgs& a) {
   }
 
   // 3. Weighted sum per row, ascending expert id.
-#pragma omp parallel for schedule(static) if (rows * top_k * hidden >= (1 << 16))
-  for (int64_t t = 0; t < rows; ++t) {
-    int32_t js[kMaxTopK];
-    for (int j = 0; j < top_k; ++j) js[j] = j;
-    const int32_t* ids = a.ids.i32() + t * a.ids.stride;
-    std::sort(js, js + top_k, [&](int32_t p, int32_t q) { return ids[p] < ids[q] || (ids[p] == ids[q] && p < q); });
-    float* o = a.out.f32() + t * a.out.stride;
-    std::memset(o, 0, hidden * sizeof(float));
-    for (int jj = 0; jj < top_k; ++jj) {
-      const int j = js[jj];
-      const VF w = VSet1(a.weights.f32()[t * a.weights.stride + j]);
-      const float* d = in_out + static_cast<int64_t>(slot[t * top_k + j]) * hidden;
-      int64_t c = 0;
-      for (; c + kLanes <= hidden; c += kLanes) VStore(o + c, VFma(w, VLoad(d + c), VLoad(o + c)));
-      if (c < hidden) {
-        const int rest = static_cast<int>(hidden - c);
-        VStoreN(o + c, VFma(w, VLoadN(d + c, rest), VLoadN(o + c, rest)), rest);
+  ParallelFor(rows, MinRowsPerPiece(top_k * hidden), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      int32_t js[kMaxTopK];
+      for (int j = 0; j < top_k; ++j) js[j] = j;
+      const int32_t* ids = a.ids.i32() + t * a.ids.stride;
+      std::sort(js, js + top_k,
+                [&](int32_t p, int32_t q) { return ids[p] < ids[q] || (ids[p] == ids[q] && p < q); });
+      float* o = a.out.f32() + t * a.out.stride;
+      std::memset(o, 0, hidden * sizeof(float));
+      for (int jj = 0; jj < top_k; ++jj) {
+        const int j = js[jj];
+        const VF w = VSet1(a.weights.f32()[t * a.weights.stride + j]);
+        const float* d = in_out + static_cast<int64_t>(slot[t * top_k + j]) * hidden;
+        int64_t c = 0;
+        for (; c + kLanes <= hidden; c += kLanes) VStore(o + c, VFma(w, VLoad(d + c), VLoad(o + c)));
+        if (c < hidden) {
+          const int rest = static_cast<int>(hidden - c);
+          VStoreN(o + c, VFma(w, VLoadN(d + c, rest), VLoadN(o + c, rest)), rest);
+        }
       }
     }
-  }
+  });
 }
 
-}  // namespace g4::cpu
+G4_CPU_END

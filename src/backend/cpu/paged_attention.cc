@@ -21,8 +21,6 @@
 //
 // Turbo stores keep values in the rotated domain: a row's merged output for
 // each query head is rotated back once, at the end.
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -30,16 +28,17 @@
 
 #include "backend/cpu/kv_head_decode.h"
 #include "backend/cpu/kv_kernels.h"
+#include "backend/cpu/parallel.h"
 #include "backend/cpu/simd.h"
 #include "backend/cpu/vec_math.h"
 #include "backend/kv_formats.h"
 #include "core/check.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 namespace {
 
-constexpr int kTileKeys = 32;       // keys scored, then accumulated, at once
-constexpr int64_t kSplitKeys = 512; // keys per split (log-sum-exp merged)
+constexpr int kTileKeys = 32;        // keys scored, then accumulated, at once
+constexpr int64_t kSplitKeys = 512;  // keys per split (log-sum-exp merged)
 // Below this many (visible key x KV head) pairs in the whole step, one thread.
 constexpr int64_t kMinParallelWork = 4096;
 // Partial states kept at once (floats); rows are processed in groups that fit.
@@ -90,7 +89,8 @@ template <int S>
 inline void AccumulateValues(float* acc, const float* p, const float* const* rows, int64_t off, int count,
                              int tail) {
   VF a[S];
-  for (int s = 0; s < S; ++s) a[s] = (tail && s == S - 1) ? VLoadN(acc + s * kLanes, tail) : VLoad(acc + s * kLanes);
+  for (int s = 0; s < S; ++s)
+    a[s] = (tail && s == S - 1) ? VLoadN(acc + s * kLanes, tail) : VLoad(acc + s * kLanes);
   for (int t = 0; t < count; ++t) {
     const VF pv = VSet1(p[t]);
     for (int s = 0; s < S; ++s) {
@@ -130,14 +130,18 @@ struct Setup {
 class RecordCursor {
  public:
   RecordCursor(const Setup& su, int st, int32_t seq, int64_t j)
-      : kv_(su.a->kv), store_(kv_.store[st]), table_(kv_.tables.block_table + seq * kv_.tables.table_stride),
-        entry_(j / kv_.block_size), slot_(static_cast<int>(j % kv_.block_size)) {}
+      : kv_(su.a->kv),
+        store_(kv_.store[st]),
+        table_(kv_.tables.block_table + seq * kv_.tables.table_stride),
+        entry_(j / kv_.block_size),
+        slot_(static_cast<int>(j % kv_.block_size)) {}
 
   const uint8_t* Next() {
     if (!block_) {
       G4_CHECK_MSG(entry_ < kv_.tables.table_stride, "[cpu] PagedAttention: key past the block table");
       const int32_t block = table_[entry_];
-      G4_CHECK_MSG(block >= 0 && block < store_.num_blocks, "[cpu] PagedAttention: visible key in a missing block");
+      G4_CHECK_MSG(block >= 0 && block < store_.num_blocks,
+                   "[cpu] PagedAttention: visible key in a missing block");
       block_ = store_.records + block * static_cast<int64_t>(kv_.block_size) * store_.format.record_bytes;
     }
     const uint8_t* r = block_ + slot_ * store_.format.record_bytes;
@@ -161,8 +165,8 @@ class RecordCursor {
 // Folds keys [k_begin, k_end) of row `row` and KV head kh into the fresh
 // state `st`, tile by tile. `scratch`: scores [group, kTileKeys] then key and
 // value buffers [kTileKeys, d] each.
-void FoldSplit(const Setup& su, const RowPlan& rp, int64_t row, int kh, int64_t k_begin, int64_t k_end, float* st,
-               float* scratch) {
+void FoldSplit(const Setup& su, const RowPlan& rp, int64_t row, int kh, int64_t k_begin, int64_t k_end,
+               float* st, float* scratch) {
   const PagedAttentionArgs& a = *su.a;
   const KvHeadDecoder& dec = su.decoder[rp.store];
   const int group = su.group, d = su.d;
@@ -322,7 +326,8 @@ void PagedAttention(const PagedAttentionArgs& a) {
     rp.seq = rows.row_seq[r];
     G4_CHECK_MSG(rp.seq >= 0 && rp.seq < rows.num_seqs, "[cpu] PagedAttention: row sequence out of range");
     rp.pos = rows.positions[r];
-    G4_CHECK_MSG(rp.pos >= 0 && rp.pos < rows.kv_len[rp.seq], "[cpu] PagedAttention: row position past kv_len");
+    G4_CHECK_MSG(rp.pos >= 0 && rp.pos < rows.kv_len[rp.seq],
+                 "[cpu] PagedAttention: row position past kv_len");
     rp.store = a.kv.tables.seq_store ? a.kv.tables.seq_store[rp.seq] : 0;
     G4_CHECK_MSG(rp.store == 0 || rp.store == 1, "[cpu] PagedAttention: store must be 0 or 1");
     uses[rp.store] = true;
@@ -338,61 +343,53 @@ void PagedAttention(const PagedAttentionArgs& a) {
   }
   work *= a.num_kv_heads;
 
-  const size_t scratch_floats = static_cast<size_t>(su.group) * kTileKeys + 2 * static_cast<size_t>(kTileKeys) * su.d;
+  const size_t scratch_floats =
+      static_cast<size_t>(su.group) * kTileKeys + 2 * static_cast<size_t>(kTileKeys) * su.d;
   const int64_t item_floats = su.state_floats;
   std::vector<float>& partial = CallerPartials();
-  // The current row group [r0, group_end) and its item count, set by one
-  // thread between barriers.
-  int64_t group_end = 0, group_items = 0;
+  const int members = work >= kMinParallelWork ? TeamSize() : 1;
 
-#pragma omp parallel if (work >= kMinParallelWork && omp_get_max_threads() > 1)
-  {
-    float* scratch = WorkerScratch(scratch_floats);
-    for (int64_t r0 = 0; r0 < rows.num_rows;) {
-      // Rows whose partial states fit the budget (at least one row).
-#pragma omp single
-      {
-        int64_t n = 0, r = r0;
-        for (; r < rows.num_rows; ++r) {
-          const int64_t add = static_cast<int64_t>(plan[r].splits) * a.num_kv_heads;
-          if (r > r0 && (n + add) * item_floats > kPartialBudget) break;
-          plan[r].first_item = n;
-          n += add;
+  for (int64_t r0 = 0; r0 < rows.num_rows;) {
+    // Rows whose partial states fit the budget (at least one row).
+    int64_t items = 0, r1 = r0;
+    for (; r1 < rows.num_rows; ++r1) {
+      const int64_t add = static_cast<int64_t>(plan[r1].splits) * a.num_kv_heads;
+      if (r1 > r0 && (items + add) * item_floats > kPartialBudget) break;
+      plan[r1].first_item = items;
+      items += add;
+    }
+    if (partial.size() < static_cast<size_t>(items * item_floats)) partial.resize(items * item_floats);
+    // A row's items: KV head major, split minor.
+    ParallelForDynamic(items, members, [&](int64_t it) {
+      float* scratch = WorkerScratch(scratch_floats);
+      int64_t lo = r0, hi = r1 - 1;  // the row holding item `it`
+      while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        if (plan[mid].first_item <= it) {
+          lo = mid;
+        } else {
+          hi = mid - 1;
         }
-        if (partial.size() < static_cast<size_t>(n * item_floats)) partial.resize(n * item_floats);
-        group_end = r;
-        group_items = n;
-      }  // implicit barrier: the plan, the buffer and the bounds are visible
-      const int64_t r1 = group_end, items = group_items;
-      // A row's items: KV head major, split minor.
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t it = 0; it < items; ++it) {
-        int64_t lo = r0, hi = r1 - 1;  // the row holding item `it`
-        while (lo < hi) {
-          const int64_t mid = (lo + hi + 1) / 2;
-          if (plan[mid].first_item <= it) {
-            lo = mid;
-          } else {
-            hi = mid - 1;
-          }
-        }
-        const RowPlan& rp = plan[lo];
-        const int64_t local = it - rp.first_item;
-        const int kh = static_cast<int>(local / rp.splits);
-        const int64_t k_begin = rp.first_key + (local % rp.splits) * kSplitKeys;
-        const int64_t k_end = std::min<int64_t>(rp.pos + 1, k_begin + kSplitKeys);
-        FoldSplit(su, rp, lo, kh, k_begin, k_end, partial.data() + it * item_floats, scratch);
       }
-#pragma omp for schedule(static)
-      for (int64_t pair = 0; pair < (r1 - r0) * a.num_kv_heads; ++pair) {
+      const RowPlan& rp = plan[lo];
+      const int64_t local = it - rp.first_item;
+      const int kh = static_cast<int>(local / rp.splits);
+      const int64_t k_begin = rp.first_key + (local % rp.splits) * kSplitKeys;
+      const int64_t k_end = std::min<int64_t>(rp.pos + 1, k_begin + kSplitKeys);
+      FoldSplit(su, rp, lo, kh, k_begin, k_end, partial.data() + it * item_floats, scratch);
+    });
+    const int64_t pairs = (r1 - r0) * a.num_kv_heads;
+    ParallelFor(pairs, members > 1 ? 1 : pairs, [&](int64_t p0, int64_t p1) {
+      for (int64_t pair = p0; pair < p1; ++pair) {
         const int64_t r = r0 + pair / a.num_kv_heads;
         const int kh = static_cast<int>(pair % a.num_kv_heads);
         const RowPlan& rp = plan[r];
-        MergeSplits(su, rp, r, kh, partial.data() + (rp.first_item + static_cast<int64_t>(kh) * rp.splits) * item_floats);
-      }  // implicit barrier: everyone is done with this group before the next
-      r0 = r1;
-    }
+        MergeSplits(su, rp, r, kh,
+                    partial.data() + (rp.first_item + static_cast<int64_t>(kh) * rp.splits) * item_floats);
+      }
+    });
+    r0 = r1;
   }
 }
 
-}  // namespace g4::cpu
+G4_CPU_END

@@ -7,11 +7,13 @@
 #include <map>
 #include <span>
 
+#include "backend/cpu/isa.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/parallel.h"
 #include "backend/sampler.h"
 #include "core/check.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 namespace {
 
 static_assert(sizeof(int) == sizeof(int32_t), "history arrays are read as int");
@@ -36,7 +38,8 @@ void SampleRows(const SampleArgs& a) {
   G4_CHECK_MSG(a.logits.dtype == DType::kF32, "[cpu] SampleRows: logits must be F32");
   G4_CHECK_MSG(a.out_ids.dtype == DType::kI32 && a.out_ids.rows == rows && a.out_ids.cols >= 1,
                "[cpu] SampleRows: out_ids must be I32 [R, 1]");
-  const bool logprobs = a.top_logprobs >= 0 && a.logprob_ids.data != nullptr && a.logprob_values.data != nullptr;
+  const bool logprobs =
+      a.top_logprobs >= 0 && a.logprob_ids.data != nullptr && a.logprob_values.data != nullptr;
   if (logprobs) {
     G4_CHECK_MSG(a.logprob_ids.dtype == DType::kI32 && a.logprob_values.dtype == DType::kF32 &&
                      a.logprob_ids.rows == rows && a.logprob_values.rows == rows &&
@@ -49,13 +52,12 @@ void SampleRows(const SampleArgs& a) {
     const SampleRowParams& p = a.params[r];
     G4_CHECK_MSG(p.bias_count >= 0 && p.exempt_count >= 0 && p.history_count >= 0,
                  "[cpu] SampleRows: negative range");
-    G4_CHECK_MSG((p.bias_count == 0 || (a.bias_ids && a.bias_values)) && (p.exempt_count == 0 || a.exempt_ids) &&
-                     (p.history_count == 0 || a.history),
+    G4_CHECK_MSG((p.bias_count == 0 || (a.bias_ids && a.bias_values)) &&
+                     (p.exempt_count == 0 || a.exempt_ids) && (p.history_count == 0 || a.history),
                  "[cpu] SampleRows: a range points into a missing array");
   }
 
-#pragma omp parallel for schedule(dynamic, 1) if (rows > 1)
-  for (int64_t r = 0; r < rows; ++r) {
+  ParallelForDynamic(rows, TeamSize(), [&](int64_t r) {
     const SampleRowParams& rp = a.params[r];
     Sampler sampler(ToSamplingParams(rp, a, logprobs ? a.top_logprobs : 0), vocab);
     const std::span<const int> history(a.history == nullptr ? nullptr : a.history + rp.history_begin,
@@ -80,7 +82,7 @@ void SampleRows(const SampleArgs& a) {
         values[1 + i] = have ? lp.top[i].logprob : -std::numeric_limits<float>::infinity();
       }
     }
-  }
+  });
 }
 
-}  // namespace g4::cpu
+G4_CPU_END

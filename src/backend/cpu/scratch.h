@@ -4,18 +4,14 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
-namespace g4::cpu {
+#include "backend/cpu/isa.h"
 
-enum class ScratchSlot {
-  kInput,
-  kRowScales,
-  kRowBiases,
-  kTile,
-  kAccumulators,
-  kCount
-};
+G4_CPU_BEGIN
+
+enum class ScratchSlot { kInput, kRowScales, kRowBiases, kTile, kAccumulators, kCount };
 
 inline float* ThreadScratch(ScratchSlot slot, size_t n) {
   thread_local std::vector<float> buffers[static_cast<int>(ScratchSlot::kCount)];
@@ -24,4 +20,11 @@ inline float* ThreadScratch(ScratchSlot slot, size_t n) {
   return b.data();
 }
 
-}  // namespace g4::cpu
+// The same, the start rounded up to a cache line: a vector load that
+// straddles two lines costs two.
+inline float* AlignedThreadScratch(ScratchSlot slot, size_t n) {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(ThreadScratch(slot, n + 16));
+  return reinterpret_cast<float*>((p + 63) & ~uintptr_t{63});
+}
+
+G4_CPU_END

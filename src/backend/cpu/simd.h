@@ -1,29 +1,29 @@
 // A thin fixed-width float vector (VF, kLanes floats) over AVX-512, AVX2 or
-// plain scalars, so each CPU kernel is written once and compiles for
-// -march=native (Sapphire Rapids), x86-64-v3, or anything else. Only the ops
-// the kernels need are here; tails use the masked N-variants, which never
-// touch memory past p + n.
+// plain scalars, so each CPU kernel is written once and compiles for every
+// variant of isa.h. Only the ops the kernels need are here; tails use the
+// masked N-variants, which never touch memory past p + n.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
-#if defined(__AVX512F__) || defined(__AVX2__)
 // GCC 12 warns about the deliberately undefined registers inside the
 // AVX-512 intrinsics (GCC bug 105593); silence it for the header only.
+// (GCC declares every intrinsic whatever the flags; using one needs the
+// matching target, which isa.h's G4_CPU_BEGIN provides.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
-#endif
 
+#include "backend/cpu/isa.h"
 #include "core/float16.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 
-#if defined(__AVX512F__)
+#if G4_ISA_AVX512
 
 constexpr int kLanes = 16;
 using VF = __m512;
@@ -49,8 +49,8 @@ inline VF VAbs(VF a) { return _mm512_abs_ps(a); }
 // Magnitude of `mag` with the sign of `sign`.
 inline VF VCopySign(VF mag, VF sign) {
   const __m512i m = _mm512_set1_epi32(0x7fffffff);
-  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(m, _mm512_castps_si512(mag),
-                                                       _mm512_castps_si512(sign), 0xca));  // m ? mag : sign
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(m, _mm512_castps_si512(mag), _mm512_castps_si512(sign),
+                                                       0xca));  // m ? mag : sign
 }
 // a < b ? x : y, per lane.
 inline VF VSelectLt(VF a, VF b, VF x, VF y) {
@@ -73,7 +73,7 @@ inline VF VLoadU8(const uint8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 
-#elif defined(__AVX2__)
+#elif G4_ISA_AVX2
 
 constexpr int kLanes = 8;
 using VF = __m256;
@@ -138,8 +138,8 @@ struct VF {
   float v[kLanes];
 };
 
-#define G4_VF_MAP(expr)                          \
-  VF r;                                          \
+#define G4_VF_MAP(expr)                           \
+  VF r;                                           \
   for (int i = 0; i < kLanes; ++i) r.v[i] = expr; \
   return r
 
@@ -147,8 +147,12 @@ inline VF VZero() { G4_VF_MAP(0.0f); }
 inline VF VSet1(float a) { G4_VF_MAP(a); }
 inline VF VLoad(const float* p) { G4_VF_MAP(p[i]); }
 inline VF VLoadN(const float* p, int n) { G4_VF_MAP(i < n ? p[i] : 0.0f); }
-inline void VStore(float* p, VF v) { for (int i = 0; i < kLanes; ++i) p[i] = v.v[i]; }
-inline void VStoreN(float* p, VF v, int n) { for (int i = 0; i < n; ++i) p[i] = v.v[i]; }
+inline void VStore(float* p, VF v) {
+  for (int i = 0; i < kLanes; ++i) p[i] = v.v[i];
+}
+inline void VStoreN(float* p, VF v, int n) {
+  for (int i = 0; i < n; ++i) p[i] = v.v[i];
+}
 inline VF VAdd(VF a, VF b) { G4_VF_MAP(a.v[i] + b.v[i]); }
 inline VF VSub(VF a, VF b) { G4_VF_MAP(a.v[i] - b.v[i]); }
 inline VF VMul(VF a, VF b) { G4_VF_MAP(a.v[i] * b.v[i]); }
@@ -201,11 +205,11 @@ inline void PrefetchBytes(const void* p, int64_t bytes) {
 
 // Scalar half-precision conversion, using the F16C instruction where present.
 inline float HalfToFloat(uint16_t h) {
-#if defined(__F16C__)
+#if G4_ISA_AVX2
   return _cvtsh_ss(h);
 #else
   return F16ToF32(h);
 #endif
 }
 
-}  // namespace g4::cpu
+G4_CPU_END

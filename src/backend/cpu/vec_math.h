@@ -6,7 +6,7 @@
 
 #include "backend/cpu/simd.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 
 // e^x. Inputs below about -87.3 give a tiny positive value (not 0), inputs
 // above 88.7 give +inf on AVX-512 and a large finite value elsewhere; NaN in
@@ -47,4 +47,4 @@ inline VF VTanh(VF x) {
   return VSelectLt(ax, VSet1(0.625f), small, VCopySign(big, x));
 }
 
-}  // namespace g4::cpu
+G4_CPU_END

@@ -4,10 +4,11 @@
 #include <cstring>
 
 #include "backend/cpu/affine_codes.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/kernels.h"
 #include "core/check.h"
 
-namespace g4::cpu {
+G4_CPU_BEGIN
 namespace {
 
 template <typename Load>
@@ -58,7 +59,8 @@ void ConvertToFloat(DType t, const void* base, int64_t first, int64_t n, float* 
     case DType::kF16:
       ConvertHalf(static_cast<const uint16_t*>(base) + first, n, out, VLoadF16);
       return;
-    default: G4_CHECK_MSG(false, "[cpu] unsupported scale dtype");
+    default:
+      G4_CHECK_MSG(false, "[cpu] unsupported scale dtype");
   }
 }
 
@@ -69,14 +71,21 @@ void DecodeRowRange(const WeightMatrix& w, int64_t row, int64_t col, int64_t cou
   }
   G4_DCHECK(col % w.group_size == 0 && count % w.group_size == 0);
   switch (w.bits) {
-    case 2: return DecodeAffine<2>(w, row, col, count, out);
-    case 3: return DecodeAffine<3>(w, row, col, count, out);
-    case 4: return DecodeAffine<4>(w, row, col, count, out);
-    case 5: return DecodeAffine<5>(w, row, col, count, out);
-    case 6: return DecodeAffine<6>(w, row, col, count, out);
-    case 8: return DecodeAffine<8>(w, row, col, count, out);
-    default: G4_CHECK_MSG(false, "[cpu] unsupported affine bit width");
+    case 2:
+      return DecodeAffine<2>(w, row, col, count, out);
+    case 3:
+      return DecodeAffine<3>(w, row, col, count, out);
+    case 4:
+      return DecodeAffine<4>(w, row, col, count, out);
+    case 5:
+      return DecodeAffine<5>(w, row, col, count, out);
+    case 6:
+      return DecodeAffine<6>(w, row, col, count, out);
+    case 8:
+      return DecodeAffine<8>(w, row, col, count, out);
+    default:
+      G4_CHECK_MSG(false, "[cpu] unsupported affine bit width");
   }
 }
 
-}  // namespace g4::cpu
+G4_CPU_END
