@@ -1,8 +1,11 @@
 // An independent load generator for `g4 serve` (Node.js, no dependencies):
 // N concurrent clients each stream R chat completions through the OpenAI
 // endpoint, timestamping every SSE chunk. Reports time to first token,
-// inter-token latency (p50/p99 of the gaps between content chunks) and the
-// aggregate completion tokens/s over the whole run, as one JSON line.
+// inter-token latency (p50/p99 of the gaps between content chunks), the
+// aggregate completion tokens/s over the whole run (prefills included) and
+// the decode speed (each stream's tokens after its first over the time they
+// took, summed over the streams, which run at once: what `g4 bench --batch`
+// reports in process), as one JSON line.
 //
 //   node bench/server_load.mjs --url http://127.0.0.1:8080 --streams 16 \
 //        --requests 2 --max-tokens 128 --prompt-words 24 [--ban 1,6] [--same-prompt]
@@ -79,7 +82,8 @@ async function one(seed) {
       }
     }
   }
-  return { ttft: first - t0, gaps, tokens, cached, seconds: (performance.now() - t0) / 1000 };
+  const decodeRate = last > first ? (tokens - 1) / ((last - first) / 1000) : 0;  // tokens after the first, per second
+  return { ttft: first - t0, gaps, tokens, cached, decodeRate, seconds: (performance.now() - t0) / 1000 };
 }
 
 const started = performance.now();
@@ -96,6 +100,9 @@ console.log(JSON.stringify({
   wall_s: +wall.toFixed(3),
   aggregate_tok_s: +(tokens / wall).toFixed(1),
   per_stream_tok_s: +(results.reduce((a, r) => a + r.tokens / r.seconds, 0) / results.length).toFixed(1),
+  // Decode speed as `g4 bench` counts it: each stream's tokens after the
+  // first over the time they took, summed over the streams (they run at once).
+  decode_tok_s: +(results.reduce((a, r) => a + r.decodeRate, 0) / requests).toFixed(1),
   ttft_ms: { p50: +quantile(ttft, 0.5).toFixed(1), p99: +quantile(ttft, 0.99).toFixed(1) },
   itl_ms: { p50: +quantile(gaps, 0.5).toFixed(2), p99: +quantile(gaps, 0.99).toFixed(2) },
   cached_tokens: results.reduce((a, r) => a + r.cached, 0),

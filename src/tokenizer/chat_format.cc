@@ -178,8 +178,9 @@ void FormatParameters(const Json& properties, bool filter_keys, std::string* out
   bool found_first = false;
   for (const auto& [key, value_ptr] : DictSort(properties)) {
     const Json& value = *value_ptr;
+    const std::string& name = key;  // clang 14 lambdas cannot capture structured bindings
     if (filter_keys && std::any_of(std::begin(kStandardKeys), std::end(kStandardKeys),
-                                   [&](const char* k) { return key == k; })) {
+                                   [&](const char* k) { return name == k; })) {
       continue;
     }
     if (found_first) *out += ',';

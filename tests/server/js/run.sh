@@ -10,6 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 G4_BIN=$(realpath "$1")
 shift
 export G4_BIN
+export G4_REPLAY=${G4_REPLAY:-$(dirname "$G4_BIN")/g4_sse_replay}
 export G4_MODEL=${G4_MODEL:-$(realpath "$here/../../../models/demo")}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 cd "$here"
