@@ -26,11 +26,15 @@ for _ in $(seq 100); do grep -q "listening on" "$log" && break; sleep 0.1; done
 url=$(grep -o 'http://[0-9.:]*' "$log")
 grep -o 'ready in [0-9.]* s' "$log" | sed 's/^/{"serve":"/; s/$/"}/'
 
+# In process and served alternate (three times each), so a machine whose
+# load drifts treats both alike.
 for n in "${levels[@]}"; do
-  inproc=$($g4 bench --model "$model" --prompt 32 --gen "$gen" --batch "$n" --json 2>/dev/null | tail -1)
-  served=$(node bench/server_load.mjs --url "$url" --streams "$n" --requests 1 --max-tokens "$gen" \
-           --prompt-words 20 --ban 1,6)
-  echo "{\"streams\":$n,\"in_process\":$inproc,\"served\":$served}"
+  for rep in 1 2 3; do
+    inproc=$($g4 bench --model "$model" --prompt 32 --gen "$gen" --batch "$n" --json 2>/dev/null | tail -1)
+    served=$(node bench/server_load.mjs --url "$url" --streams "$n" --requests 1 --max-tokens "$gen" \
+             --prompt-words $((18 + rep)) --ban 1,6)
+    echo "{\"streams\":$n,\"rep\":$rep,\"in_process\":$inproc,\"served\":$served}"
+  done
 done
 
 # Cold and warm time to first token of a ~500-token prompt.
