@@ -11,6 +11,7 @@
 // CPU backend's SampleRows over a 262k vocabulary.
 #include "backend/cpu/simd.h"
 #include "backend/cpu/vec_math.h"
+#include "backend/ops.h"
 #include "io/config.h"
 
 namespace g4 {
@@ -453,6 +454,36 @@ int Sampler::Sample(float* logits, std::span<const int> context_tokens, uint64_t
     }
   }
   return token;
+}
+
+void CopyScalarParams(const SamplingParams& from, SampleRowParams* to) {
+  to->temperature = from.temperature;
+  to->top_p = from.top_p;
+  to->min_p = from.min_p;
+  to->xtc_probability = from.xtc_probability;
+  to->xtc_threshold = from.xtc_threshold;
+  to->repetition_penalty = from.repetition_penalty;
+  to->presence_penalty = from.presence_penalty;
+  to->frequency_penalty = from.frequency_penalty;
+  to->top_k = from.top_k;
+  to->repetition_context = from.repetition_context_size;
+  to->presence_context = from.presence_context_size;
+  to->frequency_context = from.frequency_context_size;
+}
+
+void CopyScalarParams(const SampleRowParams& from, SamplingParams* to) {
+  to->temperature = from.temperature;
+  to->top_p = from.top_p;
+  to->min_p = from.min_p;
+  to->xtc_probability = from.xtc_probability;
+  to->xtc_threshold = from.xtc_threshold;
+  to->repetition_penalty = from.repetition_penalty;
+  to->presence_penalty = from.presence_penalty;
+  to->frequency_penalty = from.frequency_penalty;
+  to->top_k = from.top_k;
+  to->repetition_context_size = from.repetition_context;
+  to->presence_context_size = from.presence_context;
+  to->frequency_context_size = from.frequency_context;
 }
 
 }  // namespace g4

@@ -84,6 +84,13 @@ struct SamplingParams {
 // clamps or ignores them, but callers taking user input validate first.
 Status ValidateSamplingParams(const SamplingParams& params, int vocab_size);
 
+// The scalar parameters (temperature, filters, penalties and their windows)
+// between SamplingParams and the plain-data row Ops::SampleRows reads; the
+// index ranges, bias, exempt ids, seed and step are the caller's.
+struct SampleRowParams;  // backend/ops.h
+void CopyScalarParams(const SamplingParams& from, SampleRowParams* to);
+void CopyScalarParams(const SampleRowParams& from, SamplingParams* to);
+
 // What the user set explicitly; unset fields fall back to the model's
 // generation_config.json.
 struct SamplingOverrides {

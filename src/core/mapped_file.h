@@ -1,5 +1,6 @@
 // A read-only memory mapping of a whole file. Checkpoint weights stay here:
-// the loader hands out views into the mapping, never copies.
+// the loader hands out views into the mapping, never copies. Files are opened
+// under the read policy of core/file_read.h (regular files only).
 #pragma once
 
 #include <cstddef>
@@ -7,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "core/file_read.h"   // ReadFileToString, for existing includers
+#include "core/file_write.h"  // WriteFileAtomic, for existing includers
 #include "core/status.h"
 
 namespace g4 {
@@ -14,6 +17,7 @@ namespace g4 {
 class MappedFile {
  public:
   // Maps `path` read-only. An empty file maps to size 0 with data() == nullptr.
+  // Errors as OpenRegularFile (a FIFO or device is refused, never opened).
   static StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
@@ -30,12 +34,5 @@ class MappedFile {
   const uint8_t* data_;
   size_t size_;
 };
-
-// Reads a whole (small) file into a string: configs, tokenizer JSON.
-StatusOr<std::string> ReadFileToString(const std::string& path);
-
-// Writes `data` to `path` atomically: a temporary file in the same folder,
-// fsynced, then renamed over `path`.
-Status WriteFileAtomic(const std::string& path, const void* data, size_t size);
 
 }  // namespace g4

@@ -280,18 +280,7 @@ Status Scheduler::Sample(const std::vector<Sequence*>& in_step) {
     if (!s->samples) continue;
     const SamplingParams& p = s->req.sampling;
     SampleRowParams r;
-    r.temperature = p.temperature;
-    r.top_p = p.top_p;
-    r.min_p = p.min_p;
-    r.xtc_probability = p.xtc_probability;
-    r.xtc_threshold = p.xtc_threshold;
-    r.repetition_penalty = p.repetition_penalty;
-    r.presence_penalty = p.presence_penalty;
-    r.frequency_penalty = p.frequency_penalty;
-    r.top_k = p.top_k;
-    r.repetition_context = p.repetition_context_size;
-    r.presence_context = p.presence_context_size;
-    r.frequency_context = p.frequency_context_size;
+    CopyScalarParams(p, &r);
     r.bias_begin = static_cast<int32_t>(B.host_bias_ids.size());
     for (const auto& [id, bias] : p.logit_bias) {
       B.host_bias_ids.push_back(id);

@@ -9,7 +9,9 @@
 #include <exception>
 #include <new>
 
-#include "core/mapped_file.h"
+#include "core/file_read.h"
+#include "core/json.h"
+#include "core/limits.h"
 #include "io/config_internal.h"
 
 namespace g4 {
@@ -109,6 +111,7 @@ Status ReadScalars(const FieldReader& f, const FieldReader* fallback, Gemma4Conf
   G4_ASSIGN_OR_RETURN(std::optional<double> eps, f.Double("rms_norm_eps"));
   if (eps) {
     if (*eps <= 0) return f.Error("rms_norm_eps", "must be positive, got " + config_internal::FormatDouble(*eps));
+    G4_RETURN_IF_ERROR(config_internal::CheckRange(f, "rms_norm_eps", *eps, config_internal::kRmsNormEpsRange));
     cfg.rms_norm_eps = *eps;
   }
   G4_ASSIGN_OR_RETURN(std::optional<int64_t> window, f.Int("sliding_window", 1, INT_MAX));
@@ -117,6 +120,10 @@ Status ReadScalars(const FieldReader& f, const FieldReader* fallback, Gemma4Conf
   if (softcap && *softcap < 0) {
     return f.Error("final_logit_softcapping",
                    "must not be negative, got " + config_internal::FormatDouble(*softcap));
+  }
+  if (softcap && *softcap != 0) {
+    G4_RETURN_IF_ERROR(config_internal::CheckRange(f, "final_logit_softcapping", *softcap,
+                                                   config_internal::kSoftcapRange, " (or 0 for none)"));
   }
   cfg.final_logit_softcapping = softcap.value_or(0.0);
   G4_ASSIGN_OR_RETURN(std::optional<bool> tie, pick("tie_word_embeddings").Bool("tie_word_embeddings"));
@@ -178,12 +185,9 @@ Status ReadScalars(const FieldReader& f, const FieldReader* fallback, Gemma4Conf
 }
 
 StatusOr<Gemma4Config> ParseImpl(std::string_view json_text) {
-  Json root;
-  try {
-    root = Json::parse(json_text.begin(), json_text.end());
-  } catch (const Json::parse_error& e) {
-    return InvalidArgument(std::string("[config] not valid JSON: ") + e.what());
-  }
+  // Bounded: depth, value count and duplicate keys (a repeated key would let
+  // one of two disagreeing values win silently).
+  G4_ASSIGN_OR_RETURN(Json root, ParseJsonBounded<Json>(json_text, "config", ""));
   if (!root.is_object()) {
     return InvalidArgument(std::string("[config] expected a JSON object at the top level, got ") + root.type_name());
   }
@@ -226,7 +230,7 @@ StatusOr<Gemma4Config> ParseGemma4Config(std::string_view json_text) {
 
 StatusOr<Gemma4Config> LoadGemma4Config(const std::string& dir) {
   const std::string path = config_internal::JoinPath(dir, "config.json");
-  StatusOr<std::string> text = ReadFileToString(path);
+  StatusOr<std::string> text = ReadFileToString(path, kMaxConfigBytes, "kMaxConfigBytes");
   if (!text.ok()) return Status(text.status().code(), "[config] " + text.status().message());
   StatusOr<Gemma4Config> cfg = ParseGemma4Config(*text);
   if (!cfg.ok()) return config_internal::WithFilePath(cfg.status(), "config", path);

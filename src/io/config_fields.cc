@@ -43,6 +43,12 @@ std::string JoinPath(const std::string& dir, std::string_view name) {
   return dir + "/" + std::string(name);
 }
 
+Status CheckRange(const FieldReader& r, std::string_view key, double v, DoubleRange range, std::string_view note) {
+  if (v >= range.lo && v <= range.hi) return Status::Ok();
+  return r.Error(key, FormatDouble(v) + " is outside the accepted range [" + FormatDouble(range.lo) + ", " +
+                          FormatDouble(range.hi) + "]" + std::string(note));
+}
+
 namespace {
 
 std::string RangeProblem(const std::string& value_text, bool below, int64_t lo, int64_t hi) {

@@ -3,7 +3,9 @@
 #include <exception>
 #include <new>
 
-#include "core/mapped_file.h"
+#include "core/file_read.h"
+#include "core/json.h"
+#include "core/limits.h"
 #include "io/config.h"
 #include "io/config_internal.h"
 
@@ -27,12 +29,7 @@ Status ReadChecked(const FieldReader& f, std::string_view key, Valid valid, cons
 }
 
 StatusOr<GenerationConfig> ParseImpl(std::string_view json_text) {
-  Json root;
-  try {
-    root = Json::parse(json_text.begin(), json_text.end());
-  } catch (const Json::parse_error& e) {
-    return InvalidArgument(std::string("[generation_config] not valid JSON: ") + e.what());
-  }
+  G4_ASSIGN_OR_RETURN(Json root, ParseJsonBounded<Json>(json_text, kModule, ""));
   if (!root.is_object()) {
     return InvalidArgument(std::string("[generation_config] expected a JSON object at the top level, got ") +
                            root.type_name());
@@ -45,9 +42,17 @@ StatusOr<GenerationConfig> ParseImpl(std::string_view json_text) {
   auto unit = [](double v) { return v >= 0 && v <= 1; };
   auto positive = [](double v) { return v > 0; };
   G4_RETURN_IF_ERROR(ReadChecked(f, "temperature", non_negative, "must not be negative", g.temperature));
+  if (g.temperature && *g.temperature != 0) {
+    G4_RETURN_IF_ERROR(config_internal::CheckRange(f, "temperature", *g.temperature,
+                                                   config_internal::kTemperatureRange, " (or 0 for greedy)"));
+  }
   G4_RETURN_IF_ERROR(ReadChecked(f, "top_p", unit, "must be in [0, 1]", g.top_p));
   G4_RETURN_IF_ERROR(ReadChecked(f, "min_p", unit, "must be in [0, 1]", g.min_p));
   G4_RETURN_IF_ERROR(ReadChecked(f, "repetition_penalty", positive, "must be positive", g.repetition_penalty));
+  if (g.repetition_penalty) {
+    G4_RETURN_IF_ERROR(config_internal::CheckRange(f, "repetition_penalty", *g.repetition_penalty,
+                                                   config_internal::kRepetitionPenaltyRange));
+  }
   G4_ASSIGN_OR_RETURN(std::optional<int64_t> top_k, f.Int("top_k", 0, INT_MAX));
   if (top_k) g.top_k = static_cast<int>(*top_k);
   G4_ASSIGN_OR_RETURN(g.do_sample, f.Bool("do_sample"));
@@ -68,7 +73,7 @@ StatusOr<GenerationConfig> ParseGenerationConfig(std::string_view json_text) {
 
 StatusOr<GenerationConfig> LoadGenerationConfig(const std::string& dir) {
   const std::string path = config_internal::JoinPath(dir, "generation_config.json");
-  StatusOr<std::string> text = ReadFileToString(path);
+  StatusOr<std::string> text = ReadFileToString(path, kMaxConfigBytes, "kMaxConfigBytes");
   if (!text.ok()) {
     if (text.status().code() == StatusCode::kNotFound) return GenerationConfig{};
     return Status(text.status().code(), "[generation_config] " + text.status().message());

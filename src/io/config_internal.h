@@ -56,6 +56,26 @@ class FieldReader {
   std::string prefix_;
 };
 
+// Accepted ranges for float fields where a value that passes the sign check
+// can still only produce NaN or constant logits (rope_theta 1e-308 makes the
+// inverse frequencies overflow, rms_norm_eps 1e308 zeroes every normed
+// activation, final_logit_softcapping 1e-300 flattens the logits). Each range
+// is orders of magnitude wider than any released Gemma config; they are
+// listed in docs/reliability.md.
+struct DoubleRange {
+  double lo, hi;
+};
+inline constexpr DoubleRange kRopeThetaRange{1.0, 1e12};       // released: 1e4 (sliding), 1e6 (full)
+inline constexpr DoubleRange kRopeFactorRange{1e-3, 1e6};      // released: 1 (or 8 for long context)
+inline constexpr DoubleRange kRmsNormEpsRange{1e-12, 0.1};     // released: 1e-6
+inline constexpr DoubleRange kSoftcapRange{1.0, 1e6};          // released: 30; 0 means none
+inline constexpr DoubleRange kTemperatureRange{1e-3, 100.0};   // 0 also accepted (greedy)
+inline constexpr DoubleRange kRepetitionPenaltyRange{1e-2, 100.0};
+
+// "<key>: <v> is outside the accepted range [lo, hi]<note>" unless v is in range.
+Status CheckRange(const FieldReader& r, std::string_view key, double v, DoubleRange range,
+                  std::string_view note = "");
+
 // Converts `v` (already known non-null) to an integer in [lo, hi]; errors name
 // `name` under `module`.
 StatusOr<int64_t> JsonToInt(const Json& v, std::string_view module, std::string_view name, int64_t lo,

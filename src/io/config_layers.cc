@@ -31,6 +31,7 @@ Status ParseRopeEntry(const FieldReader& r, RopeParams& out) {
   G4_ASSIGN_OR_RETURN(std::optional<double> theta, r.Double("rope_theta"));
   if (!theta) return r.Error("rope_theta", "missing");
   if (*theta <= 0) return r.Error("rope_theta", "must be positive, got " + FormatDouble(*theta));
+  G4_RETURN_IF_ERROR(CheckRange(r, "rope_theta", *theta, kRopeThetaRange));
   out.theta = *theta;
 
   G4_ASSIGN_OR_RETURN(std::optional<double> partial, r.Double("partial_rotary_factor"));
@@ -44,6 +45,7 @@ Status ParseRopeEntry(const FieldReader& r, RopeParams& out) {
   }
   G4_ASSIGN_OR_RETURN(std::optional<double> factor, r.Double("factor"));
   if (factor && *factor <= 0) return r.Error("factor", "must be positive, got " + FormatDouble(*factor));
+  if (factor) G4_RETURN_IF_ERROR(CheckRange(r, "factor", *factor, kRopeFactorRange));
   // HF's default RoPE ignores `factor`; only proportional divides by it.
   out.factor = out.type == RopeParams::Type::kProportional ? factor.value_or(1.0) : 1.0;
   G4_ASSIGN_OR_RETURN(std::optional<double> attention_factor, r.Double("attention_factor"));
@@ -69,6 +71,8 @@ Status ParseLegacyRope(const FieldReader& f, Gemma4Config& cfg) {
   if (global_theta && *global_theta <= 0) {
     return f.Error("rope_theta", "must be positive, got " + FormatDouble(*global_theta));
   }
+  if (local_theta) G4_RETURN_IF_ERROR(CheckRange(f, "rope_local_base_freq", *local_theta, kRopeThetaRange));
+  if (global_theta) G4_RETURN_IF_ERROR(CheckRange(f, "rope_theta", *global_theta, kRopeThetaRange));
   if (partial && (*partial <= 0 || *partial > 1)) {
     return f.Error(partial_key, "must be in (0, 1], got " + FormatDouble(*partial));
   }

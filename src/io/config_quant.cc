@@ -51,6 +51,31 @@ StatusOr<QuantSpec> ParseSpec(const FieldReader& r, const QuantSpec* inherit) {
   return spec;
 }
 
+std::string Describe(const QuantSpec& q) {
+  if (!q.quantized) return "not quantized";
+  return std::to_string(q.bits) + "-bit group " + std::to_string(q.group_size) + " " + q.mode;
+}
+
+bool SameSpec(const QuantSpec& a, const QuantSpec& b) {
+  if (a.quantized != b.quantized) return false;
+  return !a.quantized || (a.bits == b.bits && a.group_size == b.group_size && a.mode == b.mode);
+}
+
+// The first difference between two parsed blocks, "" when they agree.
+std::string Difference(const QuantizationConfig& a, const QuantizationConfig& b) {
+  if (!SameSpec(a.defaults, b.defaults))
+    return "defaults " + Describe(b.defaults) + " vs " + Describe(a.defaults);
+  for (const auto& [module, spec] : b.overrides) {
+    auto it = a.overrides.find(module);
+    if (it == a.overrides.end()) return "'" + module + "' is overridden only here";
+    if (!SameSpec(it->second, spec)) return "'" + module + "' is " + Describe(spec) + " vs " + Describe(it->second);
+  }
+  for (const auto& [module, spec] : a.overrides) {
+    if (!b.overrides.count(module)) return "'" + module + "' is not overridden here";
+  }
+  return "";
+}
+
 Status ParseBlock(const Json& block, const std::string& name, QuantizationConfig& out) {
   if (!block.is_object()) {
     return FieldError("config", name, std::string("expected an object, got ") + block.type_name());
@@ -76,8 +101,13 @@ Status ParseBlock(const Json& block, const std::string& name, QuantizationConfig
     } else if (v.is_object()) {
       G4_ASSIGN_OR_RETURN(QuantSpec spec, ParseSpec(FieldReader(v, "config", name + "." + key + "."), &result.defaults));
       result.overrides[key] = spec;
+    } else if (key.find('.') != std::string::npos) {
+      // A module path with a value that is no override ("x", 4, [..]):
+      // ignoring it would quantize the module with the defaults.
+      return FieldError("config", name + "." + key,
+                        std::string("expected false, true or {bits, group_size[, mode]}, got ") + v.type_name());
     }
-    // Other values (strings, numbers, lists) are tool metadata, not modules.
+    // Other dot-free keys with scalar values are tool metadata, not modules.
   }
   out = std::move(result);
   return Status::Ok();
@@ -87,12 +117,25 @@ Status ParseBlock(const Json& block, const std::string& name, QuantizationConfig
 
 Status ParseQuantization(const FieldReader& top, const FieldReader* text, QuantizationConfig& out) {
   out = QuantizationConfig{};
-  // MLX writes the same dict twice; `quantization` is the one MLX-LM reads.
+  // MLX writes the same dict twice (`quantization`, which MLX-LM reads, and
+  // `quantization_config`, for HF tools); the first found is used and every
+  // other block must say the same, or the file is ambiguous.
+  std::string used;
   for (const FieldReader* reader : {&top, text}) {
     if (reader == nullptr) continue;
     for (const char* key : {"quantization", "quantization_config"}) {
       const Json* block = reader->Find(key);
-      if (block != nullptr) return ParseBlock(*block, key, out);
+      if (block == nullptr) continue;
+      const std::string name = (reader == &top ? "" : "text_config.") + std::string(key);
+      QuantizationConfig parsed;
+      G4_RETURN_IF_ERROR(ParseBlock(*block, name, parsed));
+      if (used.empty()) {
+        out = std::move(parsed);
+        used = name;
+        continue;
+      }
+      const std::string diff = Difference(out, parsed);
+      if (!diff.empty()) return FieldError("config", name, "disagrees with " + used + ": " + diff);
     }
   }
   return Status::Ok();

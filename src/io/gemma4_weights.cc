@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/float16.h"
+#include "io/weights_check.h"
 
 namespace g4 {
 namespace {
@@ -25,11 +26,14 @@ class WeightResolver {
  public:
   WeightResolver(const Gemma4Config& config, Gemma4Weights& w) : config_(config), w_(w) {}
 
-  const TensorInfo* Find(const std::string& rel) const { return w_.checkpoint_->Find(w_.prefix_ + rel); }
+  const TensorInfo* Find(const std::string& rel) const { return FindAt(w_.prefix_ + rel); }
+  // By full name, outside the model prefix too (the untied lm_head).
+  const TensorInfo* FindAt(const std::string& name) const { return w_.checkpoint_->Find(name); }
 
-  StatusOr<const TensorInfo*> Require(const std::string& rel) const {
-    const TensorInfo* t = Find(rel);
-    if (!t) return NotFound("[weights] missing tensor " + w_.prefix_ + rel);
+  StatusOr<const TensorInfo*> Require(const std::string& rel) const { return RequireAt(w_.prefix_ + rel); }
+  StatusOr<const TensorInfo*> RequireAt(const std::string& name) const {
+    const TensorInfo* t = FindAt(name);
+    if (!t) return NotFound("[weights] missing tensor " + name);
     return t;
   }
 
@@ -62,6 +66,7 @@ class WeightResolver {
                              " for a vector (want F32, BF16 or F16)");
       }
     }
+    G4_RETURN_IF_ERROR(CheckVectorFinite(v.data(), n, t->name));
     w_.vectors_.push_back(std::move(v));
     return w_.vectors_.back().data();
   }
@@ -71,18 +76,31 @@ class WeightResolver {
   // have none. Stacked tensors come back flattened to [prod(lead)*rows, cols].
   StatusOr<WeightMatrix> Matrix(const std::string& rel, std::vector<int64_t> lead, int64_t rows, int64_t cols,
                                 const std::string& suffix = ".weight") {
+    G4_ASSIGN_OR_RETURN(WeightMatrix m, MatrixAt(w_.prefix_ + rel, std::move(lead), rows, cols, suffix));
+    // Sampled, not exhaustive: a few rows of each matrix (see weights_check.h).
+    G4_RETURN_IF_ERROR(CheckMatrixSampleFinite(m, w_.prefix_ + rel + suffix));
+    return m;
+  }
+
+  // Matrix() by full module path, unchecked.
+  StatusOr<WeightMatrix> MatrixAt(const std::string& module_path, std::vector<int64_t> lead, int64_t rows,
+                                  int64_t cols, const std::string& suffix) {
     int64_t stack = 1;
     for (int64_t d : lead) stack *= d;
-    const std::string module_path = w_.prefix_ + rel;
     const QuantSpec* ov = config_.quantization.Override(module_path);
-    const bool has_scales = Find(rel + ".scales") != nullptr;
+    const bool has_scales = FindAt(module_path + ".scales") != nullptr;
     const bool quantized = ov ? ov->quantized : has_scales;
     WeightMatrix m;
     m.rows = stack * rows;
     m.cols = cols;
     std::vector<int64_t> expect = lead;
     if (!quantized) {
-      G4_ASSIGN_OR_RETURN(const TensorInfo* t, Require(rel + suffix));
+      G4_ASSIGN_OR_RETURN(const TensorInfo* t, RequireAt(module_path + suffix));
+      // Packed codes without their scales: say what is missing rather than
+      // reporting the packed shape as a mismatch.
+      if (t->dtype == DType::kU32 && config_.quantization.present && !(ov && !ov->quantized))
+        return NotFound("[weights] missing tensor " + module_path + ".scales (" + t->name +
+                        " holds U32 packed codes, so the module is quantized)");
       expect.push_back(rows);
       expect.push_back(cols);
       if (!ShapeMatches(t->shape, expect))
@@ -105,9 +123,9 @@ class WeightResolver {
       return Unsupported("[weights] " + module_path + ": " + std::to_string(q.bits) + "-bit group " +
                          std::to_string(q.group_size) + " does not divide " + std::to_string(cols) +
                          " columns");
-    G4_ASSIGN_OR_RETURN(const TensorInfo* codes, Require(rel + ".weight"));
-    G4_ASSIGN_OR_RETURN(const TensorInfo* scales, Require(rel + ".scales"));
-    G4_ASSIGN_OR_RETURN(const TensorInfo* biases, Require(rel + ".biases"));
+    G4_ASSIGN_OR_RETURN(const TensorInfo* codes, RequireAt(module_path + ".weight"));
+    G4_ASSIGN_OR_RETURN(const TensorInfo* scales, RequireAt(module_path + ".scales"));
+    G4_ASSIGN_OR_RETURN(const TensorInfo* biases, RequireAt(module_path + ".biases"));
     std::vector<int64_t> code_shape = lead, group_shape = lead;
     code_shape.push_back(rows);
     code_shape.push_back(cols * q.bits / 32);
@@ -232,6 +250,23 @@ StatusOr<std::unique_ptr<Gemma4Weights>> Gemma4Weights::Load(const Gemma4Config&
   const int64_t V = config.vocab_size, H = config.hidden_size;
   G4_ASSIGN_OR_RETURN(w->embed_tokens, r.Matrix("embed_tokens", {}, V, H));
   G4_ASSIGN_OR_RETURN(w->final_norm, r.Vector("norm.weight", H));
+  if (!config.tie_word_embeddings) {
+    // HF keeps an untied head outside the language model, MLX inside it.
+    const std::string candidates[] = {"lm_head", "language_model.lm_head", "model.language_model.lm_head",
+                                      "model.lm_head"};
+    std::string found;
+    for (const std::string& c : candidates) {
+      if (w->checkpoint_->Find(c + ".weight")) {
+        found = c;
+        break;
+      }
+    }
+    if (found.empty())
+      return NotFound("[weights] config.json says tie_word_embeddings: false, but the checkpoint has no "
+                      "lm_head.weight (looked for lm_head, language_model.lm_head, model.language_model.lm_head)");
+    G4_ASSIGN_OR_RETURN(w->lm_head, r.MatrixAt(found, {}, V, H, ".weight"));
+    G4_RETURN_IF_ERROR(CheckMatrixSampleFinite(w->lm_head, found + ".weight"));
+  }
   if (config.has_ple()) {
     const int64_t NP = static_cast<int64_t>(config.num_hidden_layers) * config.hidden_size_per_layer_input;
     G4_ASSIGN_OR_RETURN(w->embed_tokens_per_layer,
@@ -254,6 +289,7 @@ void Gemma4Weights::ForEachTensor(const MatrixVisitor& matrix, const VectorVisit
   };
   const int64_t H = hidden_size_;
   m("embed_tokens", embed_tokens);
+  m("lm_head", lm_head);  // empty (skipped) when tied
   v("norm", final_norm, H);
   m("embed_tokens_per_layer", embed_tokens_per_layer);
   m("per_layer_model_projection", per_layer_model_projection);
@@ -294,7 +330,8 @@ void Gemma4Weights::ForEachTensor(const MatrixVisitor& matrix, const VectorVisit
 
 size_t Gemma4Weights::DecodeBytesPerToken(const Gemma4Config& config) const {
   auto row_bytes = [](const WeightMatrix& m) { return m.rows ? m.StoredBytes() / m.rows : 0; };
-  size_t total = row_bytes(embed_tokens) + embed_tokens.StoredBytes();  // lookup row + tied head
+  // Lookup row + the head (the embedding itself when tied).
+  size_t total = row_bytes(embed_tokens) + (lm_head.rows ? lm_head : embed_tokens).StoredBytes();
   if (config.has_ple()) total += row_bytes(embed_tokens_per_layer) + per_layer_model_projection.StoredBytes();
   for (const LayerWeights& l : layers) {
     for (const WeightMatrix* m :

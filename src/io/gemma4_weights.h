@@ -58,10 +58,16 @@ class Gemma4Weights {
   // Resolves every tensor the config needs. Errors name the tensor:
   // "[weights] missing tensor model.layers.9.self_attn.q_proj.weight" or
   // "[weights] model.norm.weight: shape [64] but config implies [128]".
+  // Also checks that every vector and a sample of rows of every matrix
+  // (affine scales and biases included) are finite (io/weights_check.h).
   static StatusOr<std::unique_ptr<Gemma4Weights>> Load(const Gemma4Config& config,
                                                        std::unique_ptr<Checkpoint> checkpoint);
 
-  WeightMatrix embed_tokens;                 // [V, H]; also the tied LM head
+  WeightMatrix embed_tokens;                 // [V, H]; also the LM head when tied
+  // [V, H]: the untied LM head (config tie_word_embeddings false), found as
+  // lm_head / language_model.lm_head / model.language_model.lm_head; empty
+  // (rows 0) when tied. Logits use lm_head.rows ? lm_head : embed_tokens.
+  WeightMatrix lm_head;
   const float* final_norm = nullptr;         // [H]
   WeightMatrix embed_tokens_per_layer;       // [V_ple, N*P]  (PLE)
   WeightMatrix per_layer_model_projection;   // [N*P, H]      (PLE)

@@ -1,11 +1,9 @@
 // safetensors writing: the in-memory SafetensorsWriter and the streaming
 // writer for files larger than memory. Both share one header builder so their
-// output is byte-identical for the same tensors.
-#include <fcntl.h>
-#include <unistd.h>
-
+// output is byte-identical for the same tensors, and both write under the
+// write policy of core/file_write.h (temp + fsync + rename, onto a regular
+// file or a new path only).
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -13,6 +11,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "core/file_write.h"
 #include "io/safetensors.h"
 
 namespace g4 {
@@ -63,20 +62,6 @@ std::string BuildHeader(const std::vector<HeaderEntry>& entries,
   uint64_t n = text.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out + text;
-}
-
-Status WriteAll(int fd, const std::string& path, const void* data, size_t size) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd, p, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return IoError("[safetensors] " + path + ": write: " + std::strerror(errno));
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -154,32 +139,19 @@ Status WriteSafetensorsStreaming(const std::string& path, const std::vector<Tens
     return ResourceExhausted("[safetensors] " + path + ": cannot allocate " + std::to_string(largest) +
                              " bytes for one tensor");
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError("[safetensors] " + tmp + ": " + std::strerror(errno));
-  auto fail = [&](Status s) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    return s;
-  };
-
+  auto tagged = [](const Status& st) { return Status(st.code(), "[safetensors] " + st.message()); };
+  StatusOr<AtomicFileWriter> writer = AtomicFileWriter::Create(path);
+  if (!writer.ok()) return tagged(writer.status());
   const std::string header = BuildHeader(entries, metadata);
-  Status s = WriteAll(fd, tmp, header.data(), header.size());
-  if (!s.ok()) return fail(s);
-  for (size_t i = 0; i < entries.size(); ++i) {
+  Status s = writer->Write(header.data(), header.size());
+  for (size_t i = 0; s.ok() && i < entries.size(); ++i) {
     const size_t n = static_cast<size_t>(entries[i].nbytes);
     std::memset(buf.get(), 0, n);
     fill(i, buf.get(), n);
-    s = WriteAll(fd, tmp, buf.get(), n);
-    if (!s.ok()) return fail(s);
+    s = writer->Write(buf.get(), n);
   }
-  if (::fsync(fd) != 0) return fail(IoError("[safetensors] " + tmp + ": fsync: " + std::strerror(errno)));
-  const int rc = ::close(fd);
-  fd = -1;
-  if (rc != 0) return fail(IoError("[safetensors] " + tmp + ": close: " + std::strerror(errno)));
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    return fail(IoError("[safetensors] " + path + ": rename: " + std::strerror(errno)));
-  return Status::Ok();
+  if (s.ok()) s = writer->Commit();
+  return s.ok() ? s : tagged(s);
 }
 
 }  // namespace g4

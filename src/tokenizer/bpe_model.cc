@@ -68,6 +68,11 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Build(TokenizerJson* parsed, const
     if (!it->get<std::string>().empty()) return Unsupported(prefix + ": BPE " + key + " is not supported");
   }
   if (!parsed->has_vocab) return Corrupt(prefix + ": model.vocab is missing or not an object");
+  // An array is streamed into parsed->merges; anything else stays in the
+  // DOM. Ignoring it would silently tokenize without merges.
+  if (auto mg = model.find("merges"); mg != model.end() && !mg->is_null())
+    return Corrupt(prefix + ": model.merges is " + (mg->is_object() ? "an object" : std::string("a ") + mg->type_name()) +
+                   ", not a list of merges");
 
   std::unique_ptr<BpeModel> m(new BpeModel());
   G4_RETURN_IF_ERROR(ReadBool(model, "fuse_unk", prefix, &m->fuse_unk_));

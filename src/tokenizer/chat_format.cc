@@ -4,6 +4,7 @@
 #include "tokenizer/chat_format.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -11,7 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "tokenizer/chat_format_internal.h"
+#include "tokenizer/utf8.h"
 
 namespace g4 {
 namespace {
@@ -95,6 +98,18 @@ Status CheckBare(const std::string& what, std::string_view value, bool is_name) 
   return Status::Ok();
 }
 
+// Text must be valid UTF-8 before it is rendered: the tokenizer would refuse
+// it anyway, but with an offset into the whole rendered prompt, which names
+// neither the message nor the place in it.
+Status CheckUtf8(const std::string& what, std::string_view text) {
+  const size_t bad = utf8::FindInvalid(text);
+  if (bad == utf8::kValid) return Status::Ok();
+  char byte[8];
+  std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<uint8_t>(text[bad]));
+  return InvalidArgument("[chat] " + what + " is not valid UTF-8: byte " + byte + " at offset " +
+                         std::to_string(bad) + " of " + std::to_string(text.size()));
+}
+
 // Rejects nesting deeper than our recursive printers accept and keys that
 // would break the markup.
 Status CheckJson(const Json& v, const std::string& what, int depth) {
@@ -115,8 +130,8 @@ Status CheckJson(const Json& v, const std::string& what, int depth) {
 // Parses `text` as a JSON object; "" is an empty object.
 StatusOr<Json> ParseObject(const std::string& text, const std::string& what) {
   if (chat_internal::Trim(text).empty()) return Json::object();
-  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgument("[chat] " + what + ": not valid JSON");
+  // Bounded (depth, size, duplicate keys): this text comes from requests.
+  G4_ASSIGN_OR_RETURN(Json j, ParseJsonBounded<Json>(text, "chat", what));
   if (!j.is_object()) return InvalidArgument("[chat] " + what + ": must be a JSON object, got " + j.type_name());
   G4_RETURN_IF_ERROR(CheckJson(j, what, 0));
   return j;
@@ -178,7 +193,8 @@ void FormatParameters(const Json& properties, bool filter_keys, std::string* out
   bool found_first = false;
   for (const auto& [key, value_ptr] : DictSort(properties)) {
     const Json& value = *value_ptr;
-    const std::string& name = key;  // clang 14 lambdas cannot capture structured bindings
+    // (clang 14 cannot capture a structured binding in a lambda.)
+    const std::string& name = key;
     if (filter_keys && std::any_of(std::begin(kStandardKeys), std::end(kStandardKeys),
                                    [&](const char* k) { return name == k; })) {
       continue;
@@ -352,6 +368,8 @@ StatusOr<std::string> RenderChat(const std::vector<ChatMessage>& messages, const
       return InvalidArgument("[chat] " + Where(i) + ": unknown role \"" + m.role +
                              "\" (expected system, developer, user, assistant, model or tool)");
     }
+    G4_RETURN_IF_ERROR(CheckUtf8(Where(i) + ".content", m.content));
+    G4_RETURN_IF_ERROR(CheckUtf8(Where(i) + ".reasoning", m.reasoning));
     if ((roles[i] == "system" || roles[i] == "developer") && i != 0) {
       return InvalidArgument("[chat] " + Where(i) + ": a " + roles[i] + " message must be the first message");
     }
@@ -379,6 +397,7 @@ StatusOr<std::string> RenderChat(const std::vector<ChatMessage>& messages, const
   for (size_t t = 0; t < options.tools.size(); ++t) {
     const std::string what = "tools[" + std::to_string(t) + "]";
     G4_RETURN_IF_ERROR(CheckBare(what + ".name", options.tools[t].name, true));
+    G4_RETURN_IF_ERROR(CheckUtf8(what + ".description", options.tools[t].description));
     G4_ASSIGN_OR_RETURN(Json params, ParseObject(options.tools[t].parameters_json, what + ".parameters"));
     tool_params.push_back(std::move(params));
   }

@@ -4,6 +4,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,6 +36,11 @@ class ValueReader {
   std::optional<Json> Object(int depth) {
     if (depth > chat_internal::kMaxDepth || !Eat('{')) return std::nullopt;
     Json obj = Json::object();
+    // ordered_json finds keys by linear scan; a side set keeps an object of
+    // n keys O(n) instead of O(n^2). A repeated key keeps its first place and
+    // its last value, as obj[key] = value would.
+    auto& items = static_cast<std::vector<std::pair<const std::string, Json>>&>(obj.get_ref<Json::object_t&>());
+    std::unordered_set<std::string> seen;
     SkipSpace();
     if (Eat('}')) return obj;
     while (true) {
@@ -44,7 +52,11 @@ class ValueReader {
       SkipSpace();
       std::optional<Json> value = Value(depth + 1);
       if (!value) return std::nullopt;
-      obj[*key] = std::move(*value);
+      if (seen.insert(*key).second) {
+        items.emplace_back(std::move(*key), std::move(*value));
+      } else {
+        obj[*key] = std::move(*value);
+      }
       SkipSpace();
       if (Eat('}')) return obj;
       if (!Eat(',')) return std::nullopt;
@@ -153,8 +165,13 @@ std::optional<std::pair<ToolCall, size_t>> ParseOneCall(std::string_view text, s
   while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\n')) ++pos;
   if (text.substr(pos, 5) != "call:") return std::nullopt;
   pos += 5;
-  const size_t brace = text.find('{', pos);
-  if (brace == std::string_view::npos) return std::nullopt;
+  // The name ends at '{'. Scan only while a name could continue: searching
+  // the whole rest of the text for '{' from every marker was quadratic in
+  // output made of many markers and no braces.
+  size_t brace = pos;
+  while (brace < text.size() && text[brace] != '{' && std::string_view("<>|}:,").find(text[brace]) == std::string_view::npos)
+    ++brace;
+  if (brace == text.size() || text[brace] != '{') return std::nullopt;
   std::string_view name = chat_internal::Trim(text.substr(pos, brace - pos));
   if (name.empty() || name.find_first_of(" \t\n<>|}:,") != std::string_view::npos) return std::nullopt;
   ValueReader reader(text, brace);

@@ -1,6 +1,9 @@
 #include "tokenizer/text_pipeline.h"
 
 #include <algorithm>
+#include <cstdio>
+
+#include "core/limits.h"
 
 namespace g4 {
 namespace {
@@ -154,6 +157,27 @@ void SplitPiece(const SplitRule& rule, std::string_view s, std::vector<std::stri
     if (!p.match && p.end > p.begin) out->push_back(s.substr(p.begin, p.end - p.begin));
 }
 
+// The most a chain of Replace rules can multiply a text's length by: a rule
+// replacing non-overlapping occurrences of P bytes by C bytes turns L bytes
+// into at most L * max(1, C / P).
+double WorstCaseGrowth(const std::vector<ReplaceRule>& rules) {
+  double growth = 1.0;
+  for (const ReplaceRule& r : rules)
+    growth *= std::max(1.0, static_cast<double>(r.content.size()) / static_cast<double>(r.pattern.size()));
+  return growth;
+}
+
+// Eight chained rules that each grow text ten-fold would turn a prompt into
+// 10^8 times its size; such a pipeline is refused at load instead.
+Status CheckGrowth(const std::vector<ReplaceRule>& rules, const std::string& prefix, const char* stage) {
+  const double growth = WorstCaseGrowth(rules);
+  if (growth <= static_cast<double>(kMaxNormalizeGrowth)) return Status::Ok();
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g", growth);
+  return OutOfRange(prefix + ": " + stage + " Replace rules can grow text " + text + "-fold, over the limit of " +
+                    std::to_string(kMaxNormalizeGrowth) + " (kMaxNormalizeGrowth)");
+}
+
 }  // namespace
 
 std::string ApplyReplaceRules(const std::vector<ReplaceRule>& rules, std::string_view s) {
@@ -192,6 +216,7 @@ StatusOr<TextPipeline> TextPipeline::FromJson(const json& doc, const std::string
   const std::string prefix = "[tokenizer] " + name;
   if (auto it = doc.find("normalizer"); it != doc.end())
     G4_RETURN_IF_ERROR(ReadNormalizer(*it, prefix, &p.normalizer_));
+  G4_RETURN_IF_ERROR(CheckGrowth(p.normalizer_, prefix, "normalizer"));
   if (auto it = doc.find("pre_tokenizer"); it != doc.end())
     G4_RETURN_IF_ERROR(ReadPreTokenizer(*it, prefix, &p.splits_));
 
@@ -219,6 +244,7 @@ StatusOr<TextPipeline> TextPipeline::FromJson(const json& doc, const std::string
       seen_join = true;
     }
   }
+  G4_RETURN_IF_ERROR(CheckGrowth(p.decode_rules_, prefix, "decoder"));
   return p;
 }
 

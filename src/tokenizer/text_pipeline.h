@@ -4,6 +4,9 @@
 // Sequence pre-tokenizers; Replace / ByteFallback / Fuse / Sequence
 // decoders, all with literal String patterns); anything else is refused at
 // load with Unsupported naming the type. Semantics follow HF tokenizers.
+// Replace chains that could grow text more than kMaxNormalizeGrowth-fold
+// (normalizer, or decoder per token) are refused at load with OutOfRange, so
+// Normalize(s) is at most kMaxNormalizeGrowth * |s| bytes.
 #pragma once
 
 #include <string>

@@ -2,11 +2,12 @@
 
 #include <cstdio>
 #include <exception>
-#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
-#include "core/mapped_file.h"
+#include "core/file_read.h"
+#include "core/json.h"
+#include "core/limits.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/text_pipeline.h"
@@ -17,6 +18,10 @@ namespace g4 {
 namespace {
 
 using json = nlohmann::json;
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  return !dir.empty() && dir.back() == '/' ? dir + name : dir + "/" + name;
+}
 
 struct AddedToken {
   std::string content;
@@ -73,18 +78,25 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 StatusOr<Tokenizer> Tokenizer::Load(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const bool is_dir = fs::is_directory(path, ec);
-  const std::string file = is_dir ? (fs::path(path) / "tokenizer.json").string() : path;
-  if (!fs::exists(file, ec))
-    return NotFound("[tokenizer] " + file + ": no such file" + (is_dir ? " (model directory has no tokenizer.json)" : ""));
-  auto text = ReadFileToString(file);
-  if (!text.ok()) return Status(text.status().code(), "[tokenizer] " + text.status().message());
+  // Paths go through core/file_read only: std::filesystem's throwing calls
+  // once let a symlink loop escape as an exception.
+  auto tagged = [](const Status& st) { return Status(st.code(), "[tokenizer] " + st.message()); };
+  StatusOr<PathType> type = StatPath(path);
+  if (!type.ok()) return tagged(type.status());
+  const bool is_dir = *type == PathType::kDirectory;
+  const std::string file = is_dir ? JoinPath(path, "tokenizer.json") : path;
+  StatusOr<std::string> text = ReadFileToString(file, kMaxTokenizerBytes, "kMaxTokenizerBytes");
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound)
+      return NotFound("[tokenizer] " + file + ": no such file" + (is_dir ? " (model directory has no tokenizer.json)" : ""));
+    return tagged(text.status());
+  }
   G4_ASSIGN_OR_RETURN(Tokenizer tok, FromJson(*text, file));
   if (is_dir) {
-    const std::string config = (fs::path(path) / "tokenizer_config.json").string();
-    if (fs::exists(config, ec)) G4_RETURN_IF_ERROR(tok.ReadConfig(config));
+    const std::string config = JoinPath(path, "tokenizer_config.json");
+    StatusOr<PathType> config_type = StatPath(config);
+    if (!config_type.ok()) return tagged(config_type.status());
+    if (*config_type != PathType::kMissing) G4_RETURN_IF_ERROR(tok.ReadConfig(config));
   }
   return tok;
 }
@@ -120,6 +132,7 @@ StatusOr<Tokenizer> Tokenizer::FromJson(std::string_view json_text, const std::s
       tok.added_->Add(t.content, id);
       specials.emplace_back(id, t.special);
     }
+    tok.added_->Build();
     tok.special_.assign(tok.vocab_size(), 0);
     for (auto [id, special] : specials) tok.special_[id] = special;
   } catch (const std::exception& e) {  // nlohmann type errors on odd documents
@@ -133,14 +146,9 @@ StatusOr<Tokenizer> Tokenizer::FromJson(std::string_view json_text, const std::s
 }
 
 Status Tokenizer::ReadConfig(const std::string& path) {
-  auto text = ReadFileToString(path);
+  auto text = ReadFileToString(path, kMaxConfigBytes, "kMaxConfigBytes");
   if (!text.ok()) return Status(text.status().code(), "[tokenizer] " + text.status().message());
-  json config;
-  try {
-    config = json::parse(*text);
-  } catch (const std::exception& e) {
-    return Corrupt("[tokenizer] " + path + ": malformed JSON: " + e.what());
-  }
+  G4_ASSIGN_OR_RETURN(json config, ParseJsonBounded<json>(*text, "tokenizer", path, StatusCode::kCorrupt));
   if (!config.is_object()) return Corrupt("[tokenizer] " + path + ": top level is not a JSON object");
   for (auto [key, field] : {std::pair{"add_bos_token", &add_bos_token_}, std::pair{"add_eos_token", &add_eos_token_}}) {
     auto it = config.find(key);
@@ -168,14 +176,12 @@ StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   size_t pos = 0;
-  while (pos < text.size()) {
-    const AddedTokenMatcher::Match m = added_->FindNext(text, pos);
-    const size_t end = m.id >= 0 ? m.begin : text.size();
-    EncodeSegment(text.substr(pos, end - pos), &ids);
-    if (m.id < 0) break;
+  for (const AddedTokenMatcher::Match& m : added_->FindAll(text)) {
+    EncodeSegment(text.substr(pos, m.begin - pos), &ids);
     ids.push_back(m.id);
     pos = m.end;
   }
+  EncodeSegment(text.substr(pos), &ids);
   return ids;
 }
 

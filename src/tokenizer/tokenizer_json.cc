@@ -1,6 +1,9 @@
 #include "tokenizer/tokenizer_json.h"
 
 #include <exception>
+#include <new>
+
+#include "core/limits.h"
 
 namespace g4 {
 namespace {
@@ -56,6 +59,7 @@ class Handler : public nlohmann::json_sax<json> {
   bool start_object(std::size_t) override {
     if (mode_ != Mode::kDom) return Fail(Where() + " holds an object");
     if (stack_.size() == 2 && keys_[1] == "model" && key_ == "vocab") {
+      if (out_->has_vocab) return Fail("model.vocab appears twice");
       mode_ = Mode::kVocab;
       out_->has_vocab = true;
       out_->vocab.reserve(1 << 18);
@@ -88,6 +92,7 @@ class Handler : public nlohmann::json_sax<json> {
     }
     if (mode_ != Mode::kDom) return Fail(Where() + " holds an array");
     if (stack_.size() == 2 && keys_[1] == "model" && key_ == "merges") {
+      if (out_->has_merges) return Fail("model.merges appears twice");
       mode_ = Mode::kMerges;
       out_->has_merges = true;
       out_->merges.reserve(1 << 19);
@@ -130,8 +135,13 @@ class Handler : public nlohmann::json_sax<json> {
     if (mode_ == Mode::kVocab) return "vocab entry '" + vocab_key_ + "'";
     return "merge #" + std::to_string(out_->merges.size());
   }
-  // Places a scalar or a fresh container in the DOM; returns where it went.
+  // Places a scalar or a fresh container in the DOM; returns where it went
+  // (nullptr past kMaxJsonValues or on a repeated key).
   json* Place(json&& v) {
+    if (++dom_values_ > kMaxJsonValues) {
+      Fail("more than " + std::to_string(kMaxJsonValues) + " JSON values outside model.vocab and model.merges (kMaxJsonValues)");
+      return nullptr;
+    }
     if (stack_.empty()) {
       out_->doc = std::move(v);
       return &out_->doc;
@@ -141,21 +151,30 @@ class Handler : public nlohmann::json_sax<json> {
       top->push_back(std::move(v));
       return &top->back();
     }
-    json& slot = (*top)[key_];
-    slot = std::move(v);
-    return &slot;
+    auto [it, inserted] = top->get_ref<json::object_t&>().emplace(key_, std::move(v));
+    if (!inserted) {
+      Fail("key \"" + key_ + "\" appears twice in one object");
+      return nullptr;
+    }
+    return &it->second;
   }
   bool Value(json&& v, const char* kind) {
     if (mode_ == Mode::kVocab) return Fail("vocab entry '" + vocab_key_ + "' is " + kind + ", not an id");
     if (mode_ != Mode::kDom) return Fail(Where() + " holds " + kind + ", not a token string");
-    Place(std::move(v));
-    return true;
+    return Place(std::move(v)) != nullptr;
   }
   bool Open(json&& container) {
+    // The DOM part nests a few levels (a decoder Sequence of steps); a
+    // hostile file nests 100,000 deep, which the recursive step readers in
+    // text_pipeline.cc must never see.
+    if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth))
+      return Fail("nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (kMaxJsonDepth)");
     // A container's key is remembered so model.vocab / model.merges can be
     // recognised by path.
     std::string key = stack_.empty() || stack_.back()->is_array() ? std::string() : key_;
-    stack_.push_back(Place(std::move(container)));
+    json* slot = Place(std::move(container));
+    if (slot == nullptr) return false;
+    stack_.push_back(slot);
     keys_.push_back(std::move(key));
     return true;
   }
@@ -170,6 +189,7 @@ class Handler : public nlohmann::json_sax<json> {
   std::string vocab_key_;
   std::string pair_[2];
   int pair_count_ = 0;
+  uint64_t dom_values_ = 0;
 };
 
 }  // namespace
@@ -180,6 +200,8 @@ StatusOr<TokenizerJson> ParseTokenizerJson(std::string_view text, const std::str
   bool ok = false;
   try {
     ok = json::sax_parse(text.begin(), text.end(), &handler);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("[tokenizer] " + name + ": out of memory while parsing");
   } catch (const std::exception& e) {
     return Corrupt("[tokenizer] " + name + ": " + e.what());
   }

@@ -64,7 +64,7 @@ TEST(TokenizerLoad, ModelDirectoryReadsTokenizerConfig) {
     EXPECT_EQ(tok->pad_id(), 0);
   }
   WriteFile(dir + "/tokenizer_config.json", R"({"add_bos_token": tru)");
-  ExpectError(Tokenizer::Load(dir).status(), StatusCode::kCorrupt, {"tokenizer_config.json", "malformed JSON"});
+  ExpectError(Tokenizer::Load(dir).status(), StatusCode::kCorrupt, {"tokenizer_config.json", "not valid JSON"});
   WriteFile(dir + "/tokenizer_config.json", R"({"bos_token": "<no such token>"})");
   ExpectError(Tokenizer::Load(dir).status(), StatusCode::kCorrupt, {"bos_token", "<no such token>"});
 }

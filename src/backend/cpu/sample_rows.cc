@@ -17,18 +17,7 @@ static_assert(sizeof(int) == sizeof(int32_t), "history arrays are read as int");
 
 SamplingParams ToSamplingParams(const SampleRowParams& r, const SampleArgs& a, int top_logprobs) {
   SamplingParams p;
-  p.temperature = r.temperature;
-  p.top_k = r.top_k;
-  p.top_p = r.top_p;
-  p.min_p = r.min_p;
-  p.xtc_probability = r.xtc_probability;
-  p.xtc_threshold = r.xtc_threshold;
-  p.repetition_penalty = r.repetition_penalty;
-  p.repetition_context_size = r.repetition_context;
-  p.presence_penalty = r.presence_penalty;
-  p.presence_context_size = r.presence_context;
-  p.frequency_penalty = r.frequency_penalty;
-  p.frequency_context_size = r.frequency_context;
+  CopyScalarParams(r, &p);
   for (int32_t i = 0; i < r.bias_count; ++i) {
     p.logit_bias[a.bias_ids[r.bias_begin + i]] = a.bias_values[r.bias_begin + i];
   }
