@@ -2,42 +2,19 @@
 
 #include <cmath>
 
+#include "core/json.h"
+
 namespace g4::server {
 
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
-namespace {
-
-// Depth of nesting, without recursion (a hostile body could be deep).
-bool TooDeep(std::string_view body, int limit) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : body) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-      continue;
-    }
-    if (c == '"') in_string = true;
-    else if (c == '{' || c == '[') {
-      if (++depth > limit) return true;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return false;
-}
-
-}  // namespace
-
 StatusOr<Json> ParseObject(std::string_view body) {
   if (body.empty()) return InvalidArgument("[request] the body is empty; send a JSON object");
-  // nlohmann's parser recurses per nesting level: refuse deep input first.
-  if (TooDeep(body, 128)) return InvalidArgument("[request] the JSON body is nested too deeply");
-  Json j = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgument("[request] the body is not valid JSON");
-  if (!j.is_object()) return InvalidArgument("[request] the body must be a JSON object");
+  // Bounded (core/json.h): depth, value count and repeated keys are refused
+  // while parsing, never by recursion.
+  auto j = ParseJsonBounded<Json>(body, "request", "body");
+  if (!j.ok()) return j.status();
+  if (!j->is_object()) return InvalidArgument("[request] the body must be a JSON object");
   return j;
 }
 

@@ -20,8 +20,9 @@ using Json = nlohmann::ordered_json;
 // Compact JSON text; invalid UTF-8 in strings becomes U+FFFD.
 std::string Dump(const Json& j);
 
-// A request body: InvalidArgument when it is not JSON, or not an object, or
-// nested deeper than 128.
+// A request body: InvalidArgument when it is not JSON, not an object,
+// nested deeper than kMaxJsonDepth, or repeats a key in one object
+// (core/json.h).
 StatusOr<Json> ParseObject(std::string_view body);
 
 // The member `key` of object `obj`, or null when absent or JSON null.

@@ -151,7 +151,7 @@ TEST(OpenAiRequest, MalformedCompletionBodiesAreRefused) {
 }
 
 TEST(JsonBody, NonObjectsAndDeepNestingAreRefused) {
-  for (const char* body : {"", "nope", "[1,2]", "\"s\"", "{\"a\":", "{\"a\":1}x"}) {
+  for (const char* body : {"", "nope", "[1,2]", "\"s\"", "{\"a\":", "{\"a\":1}x", "{\"a\":1,\"a\":2}"}) {
     auto r = ParseObject(body);
     EXPECT_FALSE(r.ok()) << body;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
