@@ -6,6 +6,7 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command> kCommands = {
       {"generate", "answer one prompt, streaming text to stdout", RunGenerate},
       {"chat", "interactive chat in the terminal", RunChat},
+      {"serve", "serve the OpenAI and Anthropic APIs and a chat page over HTTP", RunServe},
       {"logits", "write prompt/greedy/decode logits to a safetensors file", RunLogits},
       {"synth", "write a random checkpoint at real Gemma 4 shapes", RunSynth},
       {"bench", "measure prefill and decode speed", RunBench},

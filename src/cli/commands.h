@@ -22,6 +22,7 @@ int RunTokenize(int argc, char** argv);
 int RunKvEval(int argc, char** argv);
 int RunGenerate(int argc, char** argv);
 int RunChat(int argc, char** argv);
+int RunServe(int argc, char** argv);
 int RunQuantize(int argc, char** argv);
 int RunPerplexity(int argc, char** argv);
 int RunDetokenize(int argc, char** argv);

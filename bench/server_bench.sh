@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The server benchmark of docs/benchmarks.md: for each concurrency, the
+# aggregate decode speed of `g4 bench --batch N` (in process) against the
+# same model served by `g4 serve` and loaded by an independent client
+# (bench/server_load.mjs, N concurrent streams); then the time to first token
+# of a long prompt, cold (nothing cached) and warm (the same prompt again,
+# from the prefix cache). Prints JSON lines.
+# Usage: bench/server_bench.sh [MODEL_DIR] [GEN_TOKENS] [CONCURRENCIES...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model=${1:-models/demo}
+gen=${2:-128}
+shift $(( $# > 2 ? 2 : $# ))
+levels=("$@")
+[ ${#levels[@]} -eq 0 ] && levels=(1 4 16 64)
+max=${levels[-1]}
+export OMP_WAIT_POLICY=passive
+g4=build/g4
+
+echo "{\"date\":\"$(date -u +%FT%TZ)\",\"commit\":\"$(git rev-parse --short HEAD)\",\"load\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"cpus\":$(nproc)}"
+log=$(mktemp)
+$g4 serve "$model" --port 0 --max-seqs "$max" --max-queue "$max" > "$log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null || true' EXIT
+for _ in $(seq 100); do grep -q "listening on" "$log" && break; sleep 0.1; done
+url=$(grep -o 'http://[0-9.:]*' "$log")
+grep -o 'ready in [0-9.]* s' "$log" | sed 's/^/{"serve":"/; s/$/"}/'
+
+# In process and served alternate (three times each), so a machine whose
+# load drifts treats both alike.
+for n in "${levels[@]}"; do
+  for rep in 1 2 3; do
+    inproc=$($g4 bench --model "$model" --prompt 32 --gen "$gen" --batch "$n" --json 2>/dev/null | tail -1)
+    served=$(node bench/server_load.mjs --url "$url" --streams "$n" --requests 1 --max-tokens "$gen" \
+             --prompt-words $((18 + rep)) --ban 1,6)
+    echo "{\"streams\":$n,\"rep\":$rep,\"in_process\":$inproc,\"served\":$served}"
+  done
+done
+
+# Cold and warm time to first token of a ~500-token prompt.
+long=$(python3 -c "print(' '.join(['the river runs past the old stone bridge']*60))")
+body=$(python3 -c "import json,sys; print(json.dumps({'model':'g4','max_tokens':1,'temperature':0,'messages':[{'role':'user','content':sys.argv[1]}]}))" "$long")
+for which in cold warm; do
+  t=$(curl -s -o /tmp/g4_ttft.json -w '%{time_total}' "$url/v1/chat/completions" -H 'content-type: application/json' -d "$body")
+  cached=$(python3 -c "import json; u=json.load(open('/tmp/g4_ttft.json'))['usage']; print(u['prompt_tokens'], u['prompt_tokens_details']['cached_tokens'])")
+  echo "{\"ttft\":\"$which\",\"seconds\":$t,\"prompt_and_cached_tokens\":\"$cached\"}"
+done

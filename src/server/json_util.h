@@ -1,0 +1,44 @@
+// JSON helpers for request parsing and response writing (nlohmann::json).
+// Nothing here throws: bodies are parsed without exceptions, fields are
+// type-checked before they are read, and Dump replaces invalid UTF-8.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace g4::server {
+
+// Objects keep their members in insertion order ("id" first, as the APIs
+// print them).
+using Json = nlohmann::ordered_json;
+
+// Compact JSON text; invalid UTF-8 in strings becomes U+FFFD.
+std::string Dump(const Json& j);
+
+// A request body: InvalidArgument when it is not JSON, not an object,
+// nested deeper than kMaxJsonDepth, or repeats a key in one object
+// (core/json.h).
+StatusOr<Json> ParseObject(std::string_view body);
+
+// The member `key` of object `obj`, or null when absent or JSON null.
+const Json* Find(const Json& obj, const char* key);
+
+// Typed optional fields. Absent or null: *out is left as it is. A value of
+// the wrong type or outside [lo, hi]: InvalidArgument "'NAME' must be ...",
+// NAME being `where` + key.
+Status ReadString(const Json& obj, const char* key, std::optional<std::string>* out, const std::string& where = "");
+Status ReadBool(const Json& obj, const char* key, std::optional<bool>* out, const std::string& where = "");
+Status ReadInt(const Json& obj, const char* key, std::optional<int64_t>* out, int64_t lo, int64_t hi,
+               const std::string& where = "");
+Status ReadNumber(const Json& obj, const char* key, std::optional<double>* out, double lo, double hi,
+                  const std::string& where = "");
+
+// "Field 'x' must be ..." errors.
+Status FieldError(const std::string& name, const std::string& what);
+
+}  // namespace g4::server

@@ -1,0 +1,93 @@
+// The chat page at "/" in headless Chromium (Debian's chromium, driven by
+// playwright-core): it loads with no external requests, a typed message
+// gets an answer that streams in, Stop ends a long answer (and the server
+// cancels it), the conversation survives a reload (localStorage), and the
+// settings reach the request. G4_SCREENSHOT=PATH saves a screenshot there.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { chromium } from "playwright-core";
+import { startServer, metric, eventually } from "./lib/server.mjs";
+
+const CHROMIUM = process.env.G4_CHROMIUM || "/usr/bin/chromium";
+let server, browser;
+
+before(async () => {
+  server = await startServer(["--model-name", "demo"]);
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+});
+after(async () => {
+  if (browser) await browser.close();
+  if (server) assert.equal((await server.stop()).code, 0, server.stderr());
+});
+
+test("the chat page streams an answer, stops a long one, and keeps the conversation", { skip: !existsSync(CHROMIUM) && "no chromium" }, async () => {
+  const page = await browser.newPage({ viewport: { width: 1100, height: 720 } });
+  const outside = [];
+  page.on("request", (r) => { if (!r.url().startsWith(server.url)) outside.push(r.url()); });
+  const bodies = [];
+  page.on("request", (r) => { if (r.url().endsWith("/v1/chat/completions")) bodies.push(JSON.parse(r.postData())); });
+  await page.goto(server.url + "/");
+  await assert.doesNotReject(page.waitForSelector("text=demo"));
+
+  // Settings: greedy and a short answer for the first question.
+  await page.click("#settings-toggle");
+  await page.fill("#temperature", "0");
+  await page.fill("#max_tokens", "120");
+  await page.click("#settings-toggle");
+
+  // The answer streams in: the page records every length the answer had
+  // while it rendered.
+  await page.evaluate(() => {
+    window.__lengths = new Set();
+    new MutationObserver(() => {
+      const c = [...document.querySelectorAll(".msg.assistant .content")].pop();
+      if (c) window.__lengths.add(c.textContent.length);
+    }).observe(document.getElementById("messages"), { childList: true, subtree: true, characterData: true });
+  });
+  await page.fill("#input", "What is a Python dictionary?");
+  await page.press("#input", "Enter");
+  const content = page.locator(".msg.assistant .content").last();
+  await page.waitForFunction(() => document.querySelector("#stop").hidden && document.querySelector(".msg.assistant .meta"));
+  const answer = await content.textContent();
+  const seen = await page.evaluate(() => window.__lengths.size);
+  assert.ok(answer.length > 20, answer);
+  assert.ok(seen >= 3, `rendered at ${seen} lengths: not streamed`);
+  assert.equal(bodies[0].stream, true);
+  assert.equal(bodies[0].temperature, 0);
+  assert.equal(bodies[0].max_tokens, 120);
+  // The same question through the API gives the same text.
+  const api = await (await fetch(server.url + "/v1/chat/completions", { method: "POST", headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: "demo", messages: [{ role: "user", content: "What is a Python dictionary?" }], max_tokens: 120, temperature: 0 }) })).json();
+  assert.equal(answer, api.choices[0].message.content, JSON.stringify(bodies[0]));
+
+  // A long answer, stopped.
+  await page.click("#settings-toggle");
+  await page.fill("#max_tokens", "4000");
+  await page.click("#settings-toggle");
+  await page.fill("#input", "Tell me a very long story about a dragon.");
+  await page.press("#input", "Enter");
+  await page.waitForFunction(() => {
+    const c = [...document.querySelectorAll(".msg.assistant .content")].pop();
+    return c && c.textContent.length > 30;
+  });
+  if (process.env.G4_SCREENSHOT) await page.screenshot({ path: process.env.G4_SCREENSHOT });
+  await page.click("#stop");
+  await page.waitForSelector("text=[stopped]");
+  assert.ok(await eventually(async () => (await metric(server.url, "g4_running_sequences")) === 0), "the server cancelled it");
+  assert.ok((await metric(server.url, "g4_generation_tokens_total")) < 1000);
+  assert.equal(await page.locator("#input").isEnabled(), true);
+
+  // The conversation is kept in the browser.
+  await page.reload();
+  await page.waitForSelector(".msg.assistant");
+  assert.equal(await page.locator(".msg").count(), 4);
+  assert.equal(await page.locator(".msg.assistant .content").first().textContent(), answer);
+  assert.deepEqual(outside, [], "the page fetched something from elsewhere");
+  await page.click("#new");
+  assert.equal(await page.locator(".msg").count(), 0);
+});
