@@ -1,14 +1,22 @@
 #include "backend_registry.h"
 
 #include "backend/cpu/cpu_backend.h"
+#ifdef G4_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace g4::testing {
 
 const std::vector<BackendFactory>& RegisteredBackends() {
-  static const std::vector<BackendFactory> kBackends = {
-      {"cpu", &MakeCpuBackend},
-      // #ifdef G4_WITH_CUDA: {"cuda", &MakeCudaBackend},
-  };
+  // "cuda" only where this build has it and a GPU is present (CI compiles
+  // the CUDA backend on machines without one).
+  static const std::vector<BackendFactory> kBackends = [] {
+    std::vector<BackendFactory> b = {{"cpu", &MakeCpuBackend}};
+#ifdef G4_WITH_CUDA
+    if (CudaDeviceAvailable()) b.push_back({"cuda", &MakeCudaBackend});
+#endif
+    return b;
+  }();
   return kBackends;
 }
 

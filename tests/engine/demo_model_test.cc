@@ -17,6 +17,7 @@
 #include "model/gemma4_model.h"
 #include "tokenizer/tokenizer.h"
 #include "engine_test_util.h"
+#include "test_backend.h"
 #include "test_util.h"
 
 namespace g4 {
@@ -39,7 +40,7 @@ std::vector<T> Read(const SafetensorsFile& f, const std::string& name) {
 }
 
 TEST(DemoModel, FourBitLogitsFollowTheTrainedModel) {
-  auto backend = MakeCpuBackend();
+  auto backend = testing::MakeTestBackend();
   auto model = Gemma4Model::Load(DemoDir(), *backend);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const Gemma4Config& c = (*model)->config();

@@ -1,0 +1,18 @@
+// The Ops implementation of the CUDA backend (cuda_ops.cc), owned by
+// CudaBackend. Internal to backend/cuda.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+
+#include "backend/backend.h"
+#include "backend/ops.h"
+
+namespace g4::cuda {
+
+// Ops queued on `stream`; `backend` serves the host-side steps that need
+// copies (SampleRows' host rows) and outlives the ops.
+std::unique_ptr<Ops> MakeCudaOps(Backend& backend, cudaStream_t stream);
+
+}  // namespace g4::cuda
