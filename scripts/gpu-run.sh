@@ -7,9 +7,10 @@
 #   .gpu-carry/gpu-run.sh tests            # tests/backend on "cuda", model + engine tests with G4_TEST_BACKEND=cuda
 #   .gpu-carry/gpu-run.sh bench PRESET:QUANT[:KV] ...   # g4 synth, then decode at batch 1/8/32/64 and prefill
 #   .gpu-carry/gpu-run.sh tests bench e4b:q4 12b:q4     # both
+#   .gpu-carry/gpu-run.sh profile e4b:q4   # per-op device time of a short decode (G4_CUDA_PROFILE)
 #
-# Logs go to $OUT (or /tmp/g4-gpu-out); the last lines printed are a short
-# table. Environment: G4_BENCH_BATCHES (default "1 8 32 64"), G4_BENCH_GEN
+# Logs go to $OUT (or /tmp/g4-gpu-out): summary.txt, tests.log, bench.jsonl,
+# misc.log, profile.log; the last lines printed are a short table. Environment: G4_BENCH_BATCHES (default "1 8 32 64"), G4_BENCH_GEN
 # (decode steps, default 64), G4_BENCH_PREFILL (prompt lengths, default
 # "512 4096"), G4_TEST_FILTER (gtest filter for test_backend).
 set -uo pipefail
@@ -29,7 +30,7 @@ fi
 bin=$work/bin
 export LD_LIBRARY_PATH="$work/lib:${LD_LIBRARY_PATH:-}"
 export OMP_WAIT_POLICY=passive
-export G4_BINARY_DIR=$bin
+export G4_BINARY_DIR=$bin G4_REPO_DIR=$repo
 
 # --- test data, unpacked as CMake does (.gz files decompressed)
 if [ ! -d "$work/testdata" ]; then
@@ -43,10 +44,11 @@ if [ ! -d "$work/testdata" ]; then
 fi
 export G4_TESTDATA=$work/testdata
 
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader >"$out/gpu.txt" 2>&1
-note "gpu: $(head -1 "$out/gpu.txt")"
-ldd "$bin/g4" >"$out/ldd.txt" 2>&1
-if grep -q "not found" "$out/ldd.txt"; then note "missing libraries:"; grep "not found" "$out/ldd.txt" | tee -a "$summary"; fi
+misc="$out/misc.log"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader >>"$misc" 2>&1
+note "gpu: $(head -1 "$misc")"
+ldd "$bin/g4" >"$work/ldd.txt" 2>&1
+if grep -q "not found" "$work/ldd.txt"; then note "missing libraries:"; grep "not found" "$work/ldd.txt" | tee -a "$summary"; fi
 
 # gtest summary of one log: passed / failed counts and the failed names.
 gtest_line() {
@@ -62,15 +64,17 @@ run_tests() {
   local filter=${G4_TEST_FILTER:-*cuda*}
   local t0
   t0=$(date +%s)
-  timeout "${G4_TEST_TIMEOUT:-300}" "$bin/test_backend" --gtest_filter="$filter" >"$out/test_backend.log" 2>&1
-  echo "real $(( $(date +%s) - t0 ))s" >>"$out/test_backend.log"
-  gtest_line "$out/test_backend.log" test_backend
+  timeout "${G4_TEST_TIMEOUT:-300}" "$bin/test_backend" --gtest_filter="$filter" >"$work/test_backend.log" 2>&1
+  echo "real $(( $(date +%s) - t0 ))s" >>"$work/test_backend.log"
+  gtest_line "$work/test_backend.log" test_backend
+  cat "$work/test_backend.log" >>"$out/tests.log"
   for t in test_model test_engine; do
     [ -x "$bin/$t" ] || continue
     t0=$(date +%s)
-    G4_TEST_BACKEND=cuda timeout "${G4_TEST_TIMEOUT:-300}" "$bin/$t" ${G4_MODEL_FILTER:+--gtest_filter=$G4_MODEL_FILTER} >"$out/$t.log" 2>&1
-    echo "real $(( $(date +%s) - t0 ))s" >>"$out/$t.log"
-    gtest_line "$out/$t.log" "$t"
+    G4_TEST_BACKEND=cuda timeout "${G4_TEST_TIMEOUT:-300}" "$bin/$t" ${G4_MODEL_FILTER:+--gtest_filter=$G4_MODEL_FILTER} >"$work/$t.log" 2>&1
+    echo "real $(( $(date +%s) - t0 ))s" >>"$work/$t.log"
+    gtest_line "$work/$t.log" "$t"
+    cat "$work/$t.log" >>"$out/tests.log"
   done
 }
 
@@ -84,19 +88,32 @@ run_bench() {
   dir=/tmp/g4-synth-$preset-$quant
   local t0
   t0=$(date +%s)
-  "$bin/g4" synth --preset "$preset" --quant "$quant" --out "$dir" >"$out/synth-$preset-$quant.log" 2>&1 ||
-    { note "synth $preset $quant failed: $(tail -2 "$out/synth-$preset-$quant.log")"; rm -rf "$dir"; return; }
+  if [ ! -f "$dir/config.json" ]; then
+    "$bin/g4" synth --preset "$preset" --quant "$quant" --out "$dir" >>"$misc" 2>&1 ||
+      { note "synth $preset $quant failed: $(tail -2 "$misc")"; rm -rf "$dir"; return 1; }
+  fi
   note "synth $preset $quant: $(( $(date +%s) - t0 )) s, $(du -sh "$dir" | cut -f1)"
   local gen=${G4_BENCH_GEN:-64}
-  for b in ${G4_BENCH_BATCHES:-1 8 32 64}; do
+  for b in ${G4_BENCH_BATCHES-1 8 32 64}; do
     "$bin/g4" bench --model "$dir" --backend cuda --kv "$kv" --batch "$b" --prompt 512 --gen "$gen" --memcpy-mib "$( [ "$b" = 1 ] && echo 2048 || echo 0)" \
-      --chunk 512 --json >>"$out/bench.jsonl" 2>>"$out/bench.err" || note "bench $spec batch $b failed: $(tail -1 "$out/bench.err")"
+      --chunk 512 --json >>"$out/bench.jsonl" 2>>"$misc" || note "bench $spec batch $b failed: $(tail -1 "$misc")"
   done
-  for p in ${G4_BENCH_PREFILL:-512 4096}; do
+  for p in ${G4_BENCH_PREFILL-512 4096}; do
     "$bin/g4" bench --model "$dir" --backend cuda --kv "$kv" --batch 1 --prompt "$p" --gen 2 --memcpy-mib 0 \
-      --chunk "$p" --json >>"$out/bench.jsonl" 2>>"$out/bench.err" || note "prefill $spec $p failed: $(tail -1 "$out/bench.err")"
+      --chunk "$p" --json >>"$out/bench.jsonl" 2>>"$misc" || note "prefill $spec $p failed: $(tail -1 "$misc")"
   done
-  rm -rf "$dir"
+  [ -n "${G4_BENCH_KEEP:-}" ] || rm -rf "$dir"
+}
+
+# profile PRESET:QUANT: per-op device time of a short batch-1 decode.
+run_profile() {
+  local spec=$1 preset quant kv
+  IFS=: read -r preset quant kv <<<"$spec"
+  G4_BENCH_KEEP=1 G4_BENCH_BATCHES= G4_BENCH_PREFILL= run_bench "$spec" || return
+  G4_CUDA_PROFILE=1 "$bin/g4" bench --model "/tmp/g4-synth-$preset-$quant" --backend cuda --kv "${kv:-plain:bf16}" \
+    --batch 1 --prompt 512 --gen 16 --memcpy-mib 0 >>"$out/profile.log" 2>&1
+  note "profile $spec: $(grep -m1 'in ops' "$out/profile.log")"
+  grep '\[cuda profile\]' "$out/profile.log" | head -14 | tee -a "$summary"
 }
 
 bench_table() {
@@ -118,7 +135,8 @@ for arg in "$@"; do
   case "$arg" in
     tests) run_tests ;;
     bench) mode=bench ;;
-    *) [ "$mode" = bench ] && run_bench "$arg" ;;
+    profile) mode=profile ;;
+    *) if [ "$mode" = bench ]; then run_bench "$arg"; elif [ "$mode" = profile ]; then run_profile "$arg"; fi ;;
   esac
 done
 bench_table

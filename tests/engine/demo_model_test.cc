@@ -6,6 +6,8 @@
 // library's ids (testdata/demo/tokenizer_golden.json).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -27,7 +29,12 @@ namespace fs = std::filesystem;
 
 // models/demo sits in the source tree (it is what `g4` runs by default), not
 // in testdata; find it from this file's path.
-std::string DemoDir() { return (fs::path(__FILE__).parent_path() / "../../models/demo").lexically_normal().string(); }
+// The repository's models/demo ($G4_REPO_DIR names the checkout when the
+// test binary runs away from its source tree).
+std::string DemoDir() {
+  if (const char* repo = std::getenv("G4_REPO_DIR"); repo && *repo) return std::string(repo) + "/models/demo";
+  return (fs::path(__FILE__).parent_path() / "../../models/demo").lexically_normal().string();
+}
 
 template <typename T>
 std::vector<T> Read(const SafetensorsFile& f, const std::string& name) {

@@ -9,8 +9,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
@@ -41,9 +44,12 @@ class CudaBackend final : public Backend {
       (void)cudaGetLastError();
       staging_ = nullptr;  // copies fall back to pageable transfers
     }
-    ops_ = cuda::MakeCudaOps(*this, stream_);
+    ops_ = cuda::MakeCudaOps(*this, stream_, [this] { ForgetRecordings(); });
+    const char* graphs = std::getenv("G4_CUDA_GRAPHS");
+    graphs_enabled_ = !(graphs && std::string(graphs) == "0") && std::getenv("G4_CUDA_PROFILE") == nullptr;
   }
   ~CudaBackend() override {
+    ForgetRecordings();
     ops_.reset();
     weights_.clear();
     cudaStreamSynchronize(stream_);
@@ -151,8 +157,40 @@ class CudaBackend final : public Backend {
 
   Ops& ops() override { return *ops_; }
 
+  // Recordings are CUDA graphs of the stream's work between Begin and End.
+  // The first time a key is seen the ops run normally (they size their
+  // scratch memory then); the second time they are captured.
+  bool BeginCapture(uint64_t key) override {
+    if (!graphs_enabled_ || capturing_) return false;
+    if (seen_.insert(key).second) return false;
+    G4_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    capturing_ = true;
+    capture_key_ = key;
+    return true;
+  }
+  void EndCapture() override {
+    G4_CHECK_MSG(capturing_, "[cuda] EndCapture without BeginCapture");
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    G4_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    G4_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    G4_CUDA_CHECK(cudaGraphDestroy(graph));
+    graphs_[capture_key_] = exec;
+    G4_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+  }
+  bool Replay(uint64_t key) override {
+    if (capturing_) return false;
+    auto it = graphs_.find(key);
+    if (it == graphs_.end()) return false;
+    G4_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+    return true;
+  }
+
  protected:
   void Free(void* data, size_t bytes) override {
+    // Recordings may name this memory.
+    ForgetRecordings();
     // cudaFree waits for the device: nothing queued can still use `data`.
     G4_CUDA_CHECK(cudaFree(data));
   }
@@ -162,8 +200,21 @@ class CudaBackend final : public Backend {
   cudaDeviceProp props_{};
   void* staging_ = nullptr;
   size_t staged_ = 0;
+  void ForgetRecordings() {
+    if (graphs_.empty()) return;
+    G4_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+    graphs_.clear();
+    seen_.clear();
+  }
+
   std::unique_ptr<Ops> ops_;
   std::vector<DeviceBuffer> weights_;
+  bool graphs_enabled_ = true;
+  bool capturing_ = false;
+  uint64_t capture_key_ = 0;
+  std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
+  std::unordered_set<uint64_t> seen_;
 };
 
 }  // namespace

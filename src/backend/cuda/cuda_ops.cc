@@ -7,9 +7,13 @@
 #include "backend/cuda/cuda_ops.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
@@ -40,7 +44,7 @@ void CheckWeight(const WeightMatrix& w) {
 // Device scratch per slot, grown on demand (never during a capture).
 class ScratchBuffers final : public Scratch {
  public:
-  explicit ScratchBuffers(cudaStream_t stream) : stream_(stream) {}
+  ScratchBuffers(cudaStream_t stream, std::function<void()> moved) : stream_(stream), moved_(std::move(moved)) {}
   ~ScratchBuffers() override {
     for (Buffer& b : buffers_)
       if (b.data) cudaFree(b.data);
@@ -51,6 +55,7 @@ class ScratchBuffers final : public Scratch {
       const size_t want = std::max<size_t>({bytes + bytes / 4, b.bytes * 2, size_t{1} << 16});
       if (b.data) {
         G4_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        if (moved_) moved_();
         G4_CUDA_CHECK(cudaFree(b.data));
         b.data = nullptr;
       }
@@ -66,12 +71,80 @@ class ScratchBuffers final : public Scratch {
     size_t bytes = 0;
   };
   cudaStream_t stream_;
+  std::function<void()> moved_;
   Buffer buffers_[kNumSlots];
 };
 
+// G4_CUDA_PROFILE=1: every op waits for the device before and after, and
+// the time between is summed per op (and MatMul shape class); the table
+// goes to stderr when the ops are destroyed. For finding slow kernels, not
+// for measuring end-to-end speed.
+class Profile {
+ public:
+  Profile() : enabled_(std::getenv("G4_CUDA_PROFILE") != nullptr) {}
+  ~Profile() {
+    if (!enabled_ || totals_.empty()) return;
+    std::vector<std::pair<double, std::string>> rows;
+    double all = 0;
+    for (const auto& [name, t] : totals_) {
+      rows.push_back({t.seconds, name});
+      all += t.seconds;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "[cuda profile] %.3f s in ops\n", all);
+    for (const auto& [sec, name] : rows)
+      std::fprintf(stderr, "[cuda profile] %-28s %9.3f ms %7lld calls %8.1f us/call\n", name.c_str(), sec * 1e3,
+                   static_cast<long long>(totals_[name].calls), sec * 1e6 / totals_[name].calls);
+  }
+  bool enabled() const { return enabled_; }
+  void Add(const std::string& name, double seconds) {
+    Total& t = totals_[name];
+    t.seconds += seconds;
+    ++t.calls;
+  }
+
+ private:
+  struct Total {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  bool enabled_;
+  std::map<std::string, Total> totals_;
+};
+
+class ProfileScope {
+ public:
+  ProfileScope(Profile& p, cudaStream_t s, const char* name, const std::string& detail = "")
+      : p_(p), s_(s) {
+    if (!p_.enabled()) return;
+    name_ = detail.empty() ? name : std::string(name) + "[" + detail + "]";
+    G4_CUDA_CHECK(cudaStreamSynchronize(s_));
+    t0_ = std::chrono::steady_clock::now();
+  }
+  ~ProfileScope() {
+    if (!p_.enabled()) return;
+    G4_CUDA_CHECK(cudaStreamSynchronize(s_));
+    p_.Add(name_, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count());
+  }
+
+ private:
+  Profile& p_;
+  cudaStream_t s_;
+  std::string name_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+std::string MatMulClass(const TensorView& x, const WeightMatrix& w) {
+  const int64_t m = x.rows;
+  const char* rows = m == 1 ? "1" : m <= 8 ? "2-8" : m <= 64 ? "9-64" : "65+";
+  const std::string fmt = w.is_affine() ? "a" + std::to_string(w.bits) : std::string(DTypeName(w.dtype));
+  return fmt + ",m=" + rows;
+}
+
 class CudaOps final : public Ops {
  public:
-  CudaOps(Backend& backend, cudaStream_t stream) : backend_(backend), stream_(stream), scratch_(stream) {}
+  CudaOps(Backend& backend, cudaStream_t stream, std::function<void()> scratch_moved)
+      : backend_(backend), stream_(stream), scratch_(stream, std::move(scratch_moved)) {}
 
   void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y) override {
     CheckF32(x, "[cuda] MatMul: x must be an F32 view");
@@ -83,6 +156,7 @@ class CudaOps final : public Ops {
       G4_CUDA_CHECK(cudaMemset2DAsync(y.data, (y.rows > 1 ? y.stride : y.cols) * 4, 0, y.cols * 4, y.rows, stream_));
       return;
     }
+    ProfileScope prof(profile_, stream_, "MatMul", profile_.enabled() ? MatMulClass(x, w) : std::string());
     cuda::MatMul(x, w, y, scratch_, stream_);
   }
 
@@ -91,6 +165,7 @@ class CudaOps final : public Ops {
     CheckF32(out, "[cuda] Embed: out must be an F32 view");
     G4_CHECK_MSG(out.cols == table.cols, "[cuda] Embed: out width differs from the table's");
     if (out.rows == 0 || out.cols == 0) return;
+    ProfileScope prof(profile_, stream_, "Embed");
     cuda::Embed(table, ids, scale, out, stream_);
   }
 
@@ -99,6 +174,7 @@ class CudaOps final : public Ops {
     G4_CHECK_MSG(x.cols > 0, "[cuda] RmsNorm: shapes");
     G4_CHECK_MSG(x.data != y.data || x.stride == y.stride || x.rows <= 1, "[cuda] RmsNorm: in place needs one layout");
     if (x.rows == 0) return;
+    ProfileScope prof(profile_, stream_, "RmsNorm");
     cuda::RmsNorm(x, weight, eps, y, stream_);
   }
 
@@ -109,29 +185,35 @@ class CudaOps final : public Ops {
     G4_CHECK_MSG(heads >= 0 && x.cols == static_cast<int64_t>(heads) * head_dim,
                  "[cuda] Rope: x width is not heads * head_dim");
     if (x.rows == 0 || heads == 0) return;
+    ProfileScope prof(profile_, stream_, "Rope");
     cuda::Rope(x, heads, head_dim, positions, inv_freq, stream_);
   }
 
   void GeluMul(const TensorView& g, const TensorView& u, const TensorView& out) override {
     CheckSameShape(g, u, "[cuda] GeluMul: operand shapes differ");
     CheckSameShape(g, out, "[cuda] GeluMul: operand shapes differ");
+    ProfileScope prof(profile_, stream_, "GeluMul");
     cuda::GeluMul(g, u, out, stream_);
   }
   void Add(const TensorView& a, const TensorView& b, const TensorView& y) override {
     CheckSameShape(a, b, "[cuda] Add: operand shapes differ");
     CheckSameShape(a, y, "[cuda] Add: operand shapes differ");
+    ProfileScope prof(profile_, stream_, "Add");
     cuda::Add(a, b, y, stream_);
   }
   void Scale(const TensorView& x, float s) override {
     CheckF32(x, "[cuda] Scale: x must be F32");
+    ProfileScope prof(profile_, stream_, "Scale");
     cuda::Scale(x, s, stream_);
   }
   void ScaleColumns(const TensorView& x, const float* col, float s, const TensorView& y) override {
     CheckSameShape(x, y, "[cuda] ScaleColumns: operand shapes differ");
+    ProfileScope prof(profile_, stream_, "ScaleColumns");
     cuda::ScaleColumns(x, col, s, y, stream_);
   }
   void Softcap(const TensorView& x, float cap) override {
     CheckF32(x, "[cuda] Softcap: x must be F32");
+    ProfileScope prof(profile_, stream_, "Softcap");
     cuda::Softcap(x, cap, stream_);
   }
 
@@ -147,6 +229,7 @@ class CudaOps final : public Ops {
   void GatherRows(const TensorView& src, const int32_t* rows, const TensorView& dst) override {
     G4_CHECK_MSG(src.dtype == dst.dtype && src.cols == dst.cols, "[cuda] GatherRows: widths or dtypes differ");
     if (dst.rows == 0 || dst.cols == 0) return;
+    ProfileScope prof(profile_, stream_, "GatherRows");
     cuda::GatherRows(src, rows, dst, stream_);
   }
 
@@ -162,6 +245,7 @@ class CudaOps final : public Ops {
                      weights.cols == top_k,
                  "[cuda] MoeRoute: ids and weights must be [T, top_k]");
     if (logits.rows == 0) return;
+    ProfileScope prof(profile_, stream_, "MoeRoute");
     cuda::MoeRoute(logits, top_k, per_expert_scale, ids, weights, stream_);
   }
 
@@ -187,6 +271,7 @@ class CudaOps final : public Ops {
       CheckWeight(a.down[e]);
     }
     if (rows == 0) return;
+    ProfileScope prof(profile_, stream_, "MoeExperts");
     cuda::MoeExperts(a, scratch_, stream_);
   }
 
@@ -201,6 +286,7 @@ class CudaOps final : public Ops {
     G4_CHECK_MSG(k.dtype == DType::kF32 && v.dtype == DType::kF32 && k.cols == width && v.cols == width &&
                      k.rows >= rows.num_rows && v.rows >= rows.num_rows,
                  "[cuda] KvWrite: k/v must be F32 [rows, num_kv_heads * head_dim]");
+    ProfileScope prof(profile_, stream_, "KvWrite");
     cuda::KvWrite(rows, kv, k, v, stream_);
   }
 
@@ -222,6 +308,7 @@ class CudaOps final : public Ops {
                    "[cuda] PagedAttention: turbo store without its codebook and signs");
     }
     if (a.rows.num_rows == 0) return;
+    ProfileScope prof(profile_, stream_, "PagedAttention");
     cuda::PagedAttention(a, scratch_, stream_);
   }
 
@@ -249,6 +336,7 @@ class CudaOps final : public Ops {
     std::copy(tokens.begin(), tokens.end(), host.begin() + 2 * n);
     int32_t* dev = static_cast<int32_t*>(scratch_.Get(Scratch::kRecode, host.size() * sizeof(int32_t)));
     backend_.CopyToDevice(dev, host.data(), host.size() * sizeof(int32_t));
+    ProfileScope prof(profile_, stream_, "KvRecodeBlocks");
     cuda::KvRecodeBlocks(from, to, block_size, dev, dev + n, dev + 2 * n, n, stream_);
   }
 
@@ -258,6 +346,7 @@ class CudaOps final : public Ops {
   Backend& backend_;
   cudaStream_t stream_;
   ScratchBuffers scratch_;
+  Profile profile_;
 };
 
 // ------------------------------------------------------------ SampleRows
@@ -297,6 +386,7 @@ void CudaOps::SampleRows(const SampleArgs& a) {
   }
   if (rows == 0) return;
   G4_CHECK_MSG(a.params != nullptr && vocab > 0, "[cuda] SampleRows: no params or empty vocabulary");
+  ProfileScope prof(profile_, stream_, "SampleRows");
 
   const std::vector<SampleRowParams> params = Fetch(backend_, a.params, rows);
   backend_.Sync();
@@ -379,8 +469,8 @@ void CudaOps::SampleRows(const SampleArgs& a) {
 
 }  // namespace
 
-std::unique_ptr<Ops> MakeCudaOps(Backend& backend, cudaStream_t stream) {
-  return std::make_unique<CudaOps>(backend, stream);
+std::unique_ptr<Ops> MakeCudaOps(Backend& backend, cudaStream_t stream, std::function<void()> scratch_moved) {
+  return std::make_unique<CudaOps>(backend, stream, std::move(scratch_moved));
 }
 
 }  // namespace g4::cuda

@@ -196,10 +196,13 @@ __global__ __launch_bounds__(kThreads) void RecodeKernel(DevStore from, DevStore
 
 size_t RowsSmem(int width) { return 2 * static_cast<size_t>(width) * sizeof(float); }
 
+// Raises a kernel's dynamic shared memory limit when needed, once per new
+// maximum (never again for the same size: not inside a graph capture).
 template <typename Kernel>
-void AllowSmem(Kernel kernel, size_t bytes) {
-  if (bytes > 48 * 1024)
-    G4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+void AllowSmem(Kernel kernel, size_t bytes, size_t& allowed) {
+  if (bytes <= 48 * 1024 || bytes <= allowed) return;
+  G4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  allowed = bytes;
 }
 
 }  // namespace
@@ -209,7 +212,8 @@ void KvWrite(const StepRows& rows, const PagedKv& kv, const TensorView& k, const
   const int width = static_cast<int>(k.cols);
   const size_t smem = RowsSmem(width);
   G4_CHECK_MSG(smem <= 200 * 1024, "[cuda] KvWrite: K/V rows too wide");
-  AllowSmem(KvWriteKernel, smem);
+  static size_t allowed = 0;
+  AllowSmem(KvWriteKernel, smem, allowed);
   const DevRows dr{rows.num_rows, rows.num_seqs, rows.positions, rows.row_seq, rows.kv_len};
   KvWriteKernel<<<static_cast<unsigned>(rows.num_rows), kThreads, smem, stream>>>(
       dr, s0, s1, kv.tables.block_table, kv.tables.table_stride, kv.tables.seq_store, kv.block_size, k.f32(),
@@ -222,7 +226,8 @@ void KvRecodeBlocks(const PagedKvStore& from, const PagedKvStore& to, int block_
   G4_CHECK_MSG(n <= 65535, "[cuda] KvRecodeBlocks: too many blocks for one launch");
   const DevStore f = MakeDevStore(from), t = MakeDevStore(to);
   const size_t smem = RowsSmem(f.f.width());
-  AllowSmem(RecodeKernel, smem);
+  static size_t allowed = 0;
+  AllowSmem(RecodeKernel, smem, allowed);
   const dim3 grid(static_cast<unsigned>(block_size), static_cast<unsigned>(n));
   RecodeKernel<<<grid, kThreads, smem, stream>>>(f, t, block_size, from_blocks, to_blocks, tokens);
   G4_CUDA_LAUNCHED();

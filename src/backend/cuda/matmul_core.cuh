@@ -47,8 +47,52 @@ __device__ __forceinline__ int64_t PermutedIndex(int64_t k) {
   return ((i * 8 + within / 4) * kClasses + c) * 4 + within % 4;
 }
 
+// The words, scale and bias of unit u of NR affine rows.
+template <int B, int NR>
+__device__ __forceinline__ void LoadAffineUnit(const DevWeight& w, const int64_t (&rows)[NR], int64_t u,
+                                               uint32_t (&words)[NR][B], float (&s)[NR], float (&b)[NR]) {
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    LoadChunkWords<B>(w, rows[r], u, words[r]);
+    const int64_t g = rows[r] * w.groups_per_row + (u * kUnit) / w.group;
+    s[r] = LoadScale(w.scale_type, w.scales, g);
+    b[r] = LoadScale(w.scale_type, w.biases, g);
+  }
+}
+
+// acc[m][r] += the unit's columns in order, for weight values wv[r][c]
+// (kvalid of them) and lane's permuted input pieces of round i.
+template <int MT, int NR>
+__device__ __forceinline__ void UnitDot(const float (&wv)[NR][kUnit], int kvalid, const float* xp, int64_t xp_stride,
+                                        const int64_t (&xrow)[MT], int64_t i, int lane, float (&acc)[MT][NR]) {
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    const float4* xq = reinterpret_cast<const float4*>(xp + xrow[m] * xp_stride) + (i * 8) * kClasses + lane;
+    float xv[kUnit];
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+      const float4 f = __ldg(xq + t * kClasses);
+      xv[4 * t] = f.x, xv[4 * t + 1] = f.y, xv[4 * t + 2] = f.z, xv[4 * t + 3] = f.w;
+    }
+    if (kvalid == kUnit) {
+#pragma unroll
+      for (int r = 0; r < NR; ++r)
+#pragma unroll
+        for (int c = 0; c < kUnit; ++c) acc[m][r] = __fmaf_rn(xv[c], wv[r][c], acc[m][r]);
+    } else {
+#pragma unroll
+      for (int r = 0; r < NR; ++r)
+#pragma unroll
+        for (int c = 0; c < kUnit; ++c)
+          if (c < kvalid) acc[m][r] = __fmaf_rn(xv[c], wv[r][c], acc[m][r]);
+    }
+  }
+}
+
 // Lane `lane`'s class partials acc[m][r] for weight rows rows[r] and
 // permuted input rows xp + xrow[m] * xp_stride: the canonical p_lane.
+// Affine weights: the next unit's codes and scales are loaded while the
+// current one is multiplied (two units in flight per lane).
 template <int FMT, int MT, int NR>
 __device__ __forceinline__ void LanePartials(const DevWeight& w, const int64_t (&rows)[NR], const float* xp,
                                              int64_t xp_stride, const int64_t (&xrow)[MT], int lane,
@@ -58,33 +102,39 @@ __device__ __forceinline__ void LanePartials(const DevWeight& w, const int64_t (
 #pragma unroll
     for (int r = 0; r < NR; ++r) acc[m][r] = 0.0f;
   const int64_t K = w.cols, units = Units(K);
-  for (int64_t u = lane; u < units; u += kClasses) {
-    const int64_t i = u / kClasses;
-    const int kvalid = static_cast<int>(K - u * kUnit < kUnit ? K - u * kUnit : kUnit);
-    float wv[NR][kUnit];
+  if constexpr (IsAffine(FMT)) {
+    constexpr int B = AffineBits(FMT);
+    uint32_t cw[NR][B];
+    float cs[NR], cb[NR];
+    if (lane < units) LoadAffineUnit<B, NR>(w, rows, lane, cw, cs, cb);
+    for (int64_t u = lane; u < units; u += kClasses) {
+      uint32_t nw[NR][B];
+      float ns[NR], nb[NR];
+      const bool more = u + kClasses < units;
+      if (more) LoadAffineUnit<B, NR>(w, rows, u + kClasses, nw, ns, nb);
+      float wv[NR][kUnit];
 #pragma unroll
-    for (int r = 0; r < NR; ++r) DecodeChunk<FMT>(w, rows[r], u, kvalid, wv[r]);
+      for (int r = 0; r < NR; ++r)
 #pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      const float4* xq = reinterpret_cast<const float4*>(xp + xrow[m] * xp_stride) + (i * 8) * kClasses + lane;
-      float xv[kUnit];
+        for (int c = 0; c < kUnit; ++c) wv[r][c] = __fmaf_rn(ChunkCode<B>(cw[r], c), cs[r], cb[r]);
+      UnitDot<MT, NR>(wv, kUnit, xp, xp_stride, xrow, u / kClasses, lane, acc);
+      if (more) {
 #pragma unroll
-      for (int t = 0; t < 8; ++t) {
-        const float4 f = __ldg(xq + t * kClasses);
-        xv[4 * t] = f.x, xv[4 * t + 1] = f.y, xv[4 * t + 2] = f.z, xv[4 * t + 3] = f.w;
+        for (int r = 0; r < NR; ++r) {
+#pragma unroll
+          for (int q = 0; q < B; ++q) cw[r][q] = nw[r][q];
+          cs[r] = ns[r];
+          cb[r] = nb[r];
+        }
       }
-      if (kvalid == kUnit) {
+    }
+  } else {
+    for (int64_t u = lane; u < units; u += kClasses) {
+      const int kvalid = static_cast<int>(K - u * kUnit < kUnit ? K - u * kUnit : kUnit);
+      float wv[NR][kUnit];
 #pragma unroll
-        for (int r = 0; r < NR; ++r)
-#pragma unroll
-          for (int c = 0; c < kUnit; ++c) acc[m][r] = __fmaf_rn(xv[c], wv[r][c], acc[m][r]);
-      } else {
-#pragma unroll
-        for (int r = 0; r < NR; ++r)
-#pragma unroll
-          for (int c = 0; c < kUnit; ++c)
-            if (c < kvalid) acc[m][r] = __fmaf_rn(xv[c], wv[r][c], acc[m][r]);
-      }
+      for (int r = 0; r < NR; ++r) DecodeChunk<FMT>(w, rows[r], u, kvalid, wv[r]);
+      UnitDot<MT, NR>(wv, kvalid, xp, xp_stride, xrow, u / kClasses, lane, acc);
     }
   }
 }

@@ -4,12 +4,12 @@
 // The order of the arithmetic is a function of the row alone (ops.h): a
 // row at position p sees keys lo..p (lo = 0, or p - window + 1); they are
 // cut at multiples of kSplitKeys into splits, and each split at multiples
-// of the tile size (TileKeys(head_dim)) into tiles. One block computes one
-// (row, KV head, split): the query heads of the KV head's group share each
-// decoded key and value; per tile, scores s = (q . k) * scale (q . k one
-// sequential fma chain over head_dim), online softmax (rescale by
-// exp(m_old - m_new) when the maximum grows, p = exp(s - m), l += the p's in
-// key order), acc = fma(p, v, acc) in key order. A second kernel merges a
+// of kTileKeys into tiles. One warp computes one (row, KV head, split,
+// group of query heads): lane l owns elements l, l + 32, ... of head_dim;
+// per key, scores s = (q . k) * scale with q . k the warp butterfly of the
+// lanes' in-order partials; per tile the online softmax (rescale by
+// exp(m_old - m_new) when the maximum grows, p = exp(s - m), l += the
+// butterfly sum of the tile's p), then acc = fma(p, v, acc) in key order. A second kernel merges a
 // row's splits in order by log-sum-exp, and for turbo stores applies the
 // inverse value rotation once to the merged output. Nothing depends on the
 // other rows of the step, so a row's bits are the same in any batch and
@@ -24,11 +24,10 @@
 namespace g4::cuda {
 namespace {
 
-constexpr int kSplitKeys = 128;
+constexpr int kSplitKeys = 64;
+constexpr int kTileKeys = 32;  // = lanes: one key per lane in the softmax step
 constexpr int kThreads = 128;
 constexpr size_t kPartialBudget = size_t{512} << 20;  // bytes of split states per launch
-
-int TileKeys(int head_dim) { return std::clamp(4096 / std::max(head_dim, 1), 8, 64); }
 
 struct AttnStore {
   DevKvFormat f;
@@ -52,7 +51,7 @@ struct AttnParams {
   int64_t ldq;
   float* out;
   int64_t ldo;
-  int heads, kv_heads, d, group, window, tile;
+  int heads, kv_heads, d, group, window;
   float scale;
   int splits_max;
   int64_t row0;
@@ -87,19 +86,18 @@ __device__ __forceinline__ const uint8_t* Record(const AttnParams& a, const Attn
   return s.records + (static_cast<int64_t>(block) * a.block_size + j % a.block_size) * s.f.record_bytes;
 }
 
-__global__ __launch_bounds__(kThreads) void SplitKernel(AttnParams a) {
-  extern __shared__ float sm[];
-  const int G = a.group, d = a.d, TK = a.tile;
-  float* qs = sm;               // [G][d]
-  float* acc = qs + G * d;      // [G][d]
-  float* tile = acc + G * d;    // [TK][d]
-  float* sc = tile + TK * d;    // [G][TK]
-  float* m = sc + G * TK;       // [G]
-  float* l = m + G;             // [G]
-  float* cf = l + G;            // [G]: this tile's rescale factor, or 1
-
+// One warp per (row, KV head, split, group of query heads): the group's
+// queries and accumulators live in registers, lane l holding elements
+// l, l + 32, ... of each head (D32 of them). Per key (one record, read by
+// the whole warp): each lane's partial q . k over its elements in order,
+// the warp butterfly finishing it; per tile of keys the online softmax
+// update; then acc = fma(p, v, acc) key by key.
+template <int D32, int GP>
+__global__ __launch_bounds__(32) void SplitKernel(AttnParams a, int head_groups, int group_heads) {
+  const int lane = threadIdx.x;
   const int64_t r_local = blockIdx.z, r = a.row0 + r_local;
-  const int kh = blockIdx.y, split = blockIdx.x;
+  const int kh = blockIdx.y;
+  const int split = blockIdx.x / head_groups, hg = blockIdx.x % head_groups;
   const RowInfo ri = ReadRow(a, r);
   const int64_t my = ri.lo / kSplitKeys + split;
   if (my * kSplitKeys > ri.pos) return;  // the row has fewer splits
@@ -107,72 +105,88 @@ __global__ __launch_bounds__(kThreads) void SplitKernel(AttnParams a) {
   const int64_t k_end = min(static_cast<int64_t>(ri.pos) + 1, (my + 1) * kSplitKeys);
   const AttnStore& st = a.store[ri.store];
   if (st.records == nullptr) __trap();
+  const int G = a.group, d = a.d, g0 = hg * group_heads;
+  const int gn = min(group_heads, G - g0);
 
-  const float* qrow = a.q + r * a.ldq + static_cast<int64_t>(kh) * G * d;
-  for (int e = threadIdx.x; e < G * d; e += blockDim.x) {
-    qs[e] = qrow[e];
-    acc[e] = 0.0f;
+  float q[GP][D32], acc[GP][D32], m[GP], l[GP];
+  const float* qrow = a.q + r * a.ldq + (static_cast<int64_t>(kh) * G + g0) * d;
+#pragma unroll
+  for (int g = 0; g < GP; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < D32; ++i) {
+      const int e = lane + 32 * i;
+      q[g][i] = g < gn && e < d ? qrow[g * d + e] : 0.0f;
+      acc[g][i] = 0.0f;
+    }
   }
-  for (int g = threadIdx.x; g < G; g += blockDim.x) m[g] = -INFINITY, l[g] = 0.0f;
-  __syncthreads();
-
   const int64_t head_off = static_cast<int64_t>(kh) * d;
   for (int64_t t0 = k_begin; t0 < k_end;) {
-    const int64_t t1 = min(k_end, (t0 / TK + 1) * TK);
+    const int64_t t1 = min(k_end, (t0 / kTileKeys + 1) * kTileKeys);
     const int nt = static_cast<int>(t1 - t0);
-    for (int i = threadIdx.x; i < nt * d; i += blockDim.x) {
-      const int jj = i / d, e = i % d;
-      tile[i] = DecodeKey(st.f, Record(a, st, ri.seq, t0 + jj), head_off + e);
+    float mine[GP];  // lane j: the score of key t0 + j
+#pragma unroll
+    for (int g = 0; g < GP; ++g) mine[g] = -INFINITY;
+    for (int j = 0; j < nt; ++j) {
+      const uint8_t* rec = Record(a, st, ri.seq, t0 + j);
+      float kv[D32];
+#pragma unroll
+      for (int i = 0; i < D32; ++i) {
+        const int e = lane + 32 * i;
+        kv[i] = e < d ? DecodeKey(st.f, rec, head_off + e) : 0.0f;
+      }
+#pragma unroll
+      for (int g = 0; g < GP; ++g) {
+        float part = 0.0f;
+#pragma unroll
+        for (int i = 0; i < D32; ++i) part = __fmaf_rn(q[g][i], kv[i], part);
+        const float sc = WarpSum(part) * a.scale;
+        if (lane == j) mine[g] = sc;
+      }
     }
-    __syncthreads();
-    for (int i = threadIdx.x; i < G * nt; i += blockDim.x) {
-      const int g = i / nt, jj = i % nt;
-      const float* qg = qs + g * d;
-      const float* kj = tile + jj * d;
-      float s = 0.0f;
-      for (int e = 0; e < d; ++e) s = __fmaf_rn(qg[e], kj[e], s);
-      sc[g * TK + jj] = s * a.scale;
-    }
-    __syncthreads();
-    for (int g = threadIdx.x; g < G; g += blockDim.x) {
-      float* s = sc + g * TK;
-      float tmax = -INFINITY;
-      for (int jj = 0; jj < nt; ++jj) tmax = fmaxf(tmax, s[jj]);
-      const float m_new = fmaxf(m[g], tmax);
-      float c = 1.0f;
+    float p[GP];
+#pragma unroll
+    for (int g = 0; g < GP; ++g) {
+      const float m_new = fmaxf(m[g], WarpMax(mine[g]));
       if (m_new > m[g]) {
-        c = expf(m[g] - m_new);  // 0 on the first tile
+        const float c = expf(m[g] - m_new);  // 0 on the first tile
         l[g] = l[g] * c;
+#pragma unroll
+        for (int i = 0; i < D32; ++i) acc[g][i] = acc[g][i] * c;
         m[g] = m_new;
       }
-      cf[g] = c;
-      float add = 0.0f;
-      for (int jj = 0; jj < nt; ++jj) {
-        s[jj] = expf(s[jj] - m_new);
-        add = add + s[jj];
+      p[g] = lane < nt ? expf(mine[g] - m_new) : 0.0f;
+      l[g] = l[g] + WarpSum(p[g]);
+    }
+    for (int j = 0; j < nt; ++j) {
+      const uint8_t* rec = Record(a, st, ri.seq, t0 + j);
+      float vv[D32];
+#pragma unroll
+      for (int i = 0; i < D32; ++i) {
+        const int e = lane + 32 * i;
+        vv[i] = e < d ? DecodeValue(st.f, rec, head_off + e, st.centroids) : 0.0f;
       }
-      l[g] = l[g] + add;
+#pragma unroll
+      for (int g = 0; g < GP; ++g) {
+        const float pj = __shfl_sync(0xffffffffu, p[g], j);
+#pragma unroll
+        for (int i = 0; i < D32; ++i) acc[g][i] = __fmaf_rn(pj, vv[i], acc[g][i]);
+      }
     }
-    __syncthreads();
-    for (int i = threadIdx.x; i < nt * d; i += blockDim.x) {
-      const int jj = i / d, e = i % d;
-      tile[i] = DecodeValue(st.f, Record(a, st, ri.seq, t0 + jj), head_off + e, st.centroids);
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < G * d; i += blockDim.x) {
-      const int g = i / d, e = i % d;
-      float v = acc[i];
-      if (cf[g] != 1.0f) v = v * cf[g];
-      const float* p = sc + g * TK;
-      for (int jj = 0; jj < nt; ++jj) v = __fmaf_rn(p[jj], tile[jj * d + e], v);
-      acc[i] = v;
-    }
-    __syncthreads();
     t0 = t1;
   }
   float* out = a.partial + ((r_local * a.kv_heads + kh) * a.splits_max + split) * StateFloats(a);
-  for (int g = threadIdx.x; g < G; g += blockDim.x) out[g] = m[g], out[G + g] = l[g];
-  for (int e = threadIdx.x; e < G * d; e += blockDim.x) out[2 * G + e] = acc[e];
+#pragma unroll
+  for (int g = 0; g < GP; ++g) {
+    if (g >= gn) continue;
+    if (lane == 0) out[g0 + g] = m[g], out[G + g0 + g] = l[g];
+#pragma unroll
+    for (int i = 0; i < D32; ++i) {
+      const int e = lane + 32 * i;
+      if (e < d) out[2 * G + static_cast<int64_t>(g0 + g) * d + e] = acc[g][i];
+    }
+  }
 }
 
 // One block per (row, query head): merge the row's splits in order.
@@ -252,7 +266,6 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   a.d = args.head_dim;
   a.group = args.num_heads / args.num_kv_heads;
   a.window = args.window;
-  a.tile = TileKeys(args.head_dim);
   a.scale = args.scale;
   const int64_t max_len = std::max<int64_t>(args.rows.max_kv_len, 1);
   int64_t splits = (max_len + kSplitKeys - 1) / kSplitKeys;
@@ -267,17 +280,27 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   const int64_t rows = args.rows.num_rows;
   a.partial = static_cast<float*>(scratch.Get(Scratch::kAttention, per_row * std::min(group_rows, rows)));
 
-  const size_t smem = (2 * static_cast<size_t>(a.group) * a.d + static_cast<size_t>(a.tile) * a.d +
-                       static_cast<size_t>(a.group) * a.tile + 3 * static_cast<size_t>(a.group)) *
-                      sizeof(float);
-  G4_CHECK_MSG(smem <= 220 * 1024, "[cuda] PagedAttention: head group too large for shared memory");
-  if (smem > 48 * 1024)
-    G4_CUDA_CHECK(cudaFuncSetAttribute(SplitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  // Query heads per warp: as many as keep q and acc within 32 registers each.
+  const int d32 = (a.d + 31) / 32;
+  G4_CHECK_MSG(d32 <= 16, "[cuda] PagedAttention: head_dim above 512");
+  const int D32 = d32 <= 1 ? 1 : d32 <= 2 ? 2 : d32 <= 4 ? 4 : d32 <= 8 ? 8 : 16;
+  const int GP = std::min(16, 32 / D32);
+  const int group_heads = std::min(GP, a.group);
+  const int head_groups = (a.group + group_heads - 1) / group_heads;
+  G4_CHECK_MSG(static_cast<int64_t>(a.splits_max) * head_groups <= (int64_t{1} << 31) - 1,
+               "[cuda] PagedAttention: launch too large");
   const size_t merge_smem = static_cast<size_t>(a.d) * sizeof(float);
   for (int64_t r0 = 0; r0 < rows; r0 += group_rows) {
     const int64_t n = std::min(group_rows, rows - r0);
     a.row0 = r0;
-    SplitKernel<<<dim3(a.splits_max, a.kv_heads, static_cast<unsigned>(n)), kThreads, smem, stream>>>(a);
+    const dim3 grid(static_cast<unsigned>(a.splits_max * head_groups), a.kv_heads, static_cast<unsigned>(n));
+    switch (D32) {
+      case 1: SplitKernel<1, 16><<<grid, 32, 0, stream>>>(a, head_groups, group_heads); break;
+      case 2: SplitKernel<2, 16><<<grid, 32, 0, stream>>>(a, head_groups, group_heads); break;
+      case 4: SplitKernel<4, 8><<<grid, 32, 0, stream>>>(a, head_groups, group_heads); break;
+      case 8: SplitKernel<8, 4><<<grid, 32, 0, stream>>>(a, head_groups, group_heads); break;
+      default: SplitKernel<16, 2><<<grid, 32, 0, stream>>>(a, head_groups, group_heads); break;
+    }
     G4_CUDA_LAUNCHED();
     MergeKernel<<<dim3(a.heads, static_cast<unsigned>(n)), kThreads, merge_smem, stream>>>(a);
     G4_CUDA_LAUNCHED();
