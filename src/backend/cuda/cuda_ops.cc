@@ -138,8 +138,12 @@ std::string MatMulClass(const TensorView& x, const WeightMatrix& w) {
   const int64_t m = x.rows;
   const char* rows = m == 1 ? "1" : m <= 8 ? "2-8" : m <= 64 ? "9-64" : "65+";
   const std::string fmt = w.is_affine() ? "a" + std::to_string(w.bits) : std::string(DTypeName(w.dtype));
-  return fmt + ",m=" + rows;
+  const double mb = static_cast<double>(w.StoredBytes()) / 1e6;
+  const char* size = mb < 4 ? "<4MB" : mb < 32 ? "<32MB" : ">32MB";
+  return fmt + ",m=" + rows + "," + size;
 }
+
+std::string RowsClass(int64_t rows) { return rows == 1 ? "1 row" : rows <= 64 ? "2-64 rows" : ">64 rows"; }
 
 class CudaOps final : public Ops {
  public:
@@ -308,7 +312,7 @@ class CudaOps final : public Ops {
                    "[cuda] PagedAttention: turbo store without its codebook and signs");
     }
     if (a.rows.num_rows == 0) return;
-    ProfileScope prof(profile_, stream_, "PagedAttention");
+    ProfileScope prof(profile_, stream_, "PagedAttention", profile_.enabled() ? RowsClass(a.rows.num_rows) : "");
     cuda::PagedAttention(a, scratch_, stream_);
   }
 

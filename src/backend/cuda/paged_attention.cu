@@ -5,10 +5,9 @@
 // row at position p sees keys lo..p (lo = 0, or p - window + 1); they are
 // cut at multiples of kSplitKeys into splits, and each split at multiples
 // of kTileKeys into tiles. One warp computes one (row, KV head, split,
-// group of query heads): lane l owns elements l, l + 32, ... of head_dim;
-// per key, scores s = (q . k) * scale with q . k the warp butterfly of the
-// lanes' in-order partials; per tile the online softmax (rescale by
-// exp(m_old - m_new) when the maximum grows, p = exp(s - m), l += the
+// group of query heads): scores s = (q . k) * scale with q . k one fma
+// chain over head_dim in order; per tile the online softmax (rescale by
+// exp(m_old - m_new) when the maximum grows, p = exp(s - m), l += the warp
 // butterfly sum of the tile's p), then acc = fma(p, v, acc) in key order. A second kernel merges a
 // row's splits in order by log-sum-exp, and for turbo stores applies the
 // inverse value rotation once to the merged output. Nothing depends on the
@@ -86,14 +85,17 @@ __device__ __forceinline__ const uint8_t* Record(const AttnParams& a, const Attn
   return s.records + (static_cast<int64_t>(block) * a.block_size + j % a.block_size) * s.f.record_bytes;
 }
 
-// One warp per (row, KV head, split, group of query heads): the group's
-// queries and accumulators live in registers, lane l holding elements
-// l, l + 32, ... of each head (D32 of them). Per key (one record, read by
-// the whole warp): each lane's partial q . k over its elements in order,
-// the warp butterfly finishing it; per tile of keys the online softmax
-// update; then acc = fma(p, v, acc) key by key.
+// One warp per (row, KV head, split, group of query heads). Per tile of
+// keys the warp decodes the tile's keys into shared memory (lanes along
+// head_dim, many records in flight), then lane j scores key j against each
+// query head of the group (one sequential fma chain over head_dim, queries
+// broadcast from shared memory); the online softmax update runs with one
+// key per lane; then the tile's values replace the keys in shared memory and
+// acc[g][e] (lane l owning e = l, l + 32, ...) = fma(p_j, v_j[e], acc) for
+// the tile's keys in order.
 template <int D32, int GP>
 __global__ __launch_bounds__(32) void SplitKernel(AttnParams a, int head_groups, int group_heads) {
+  extern __shared__ float sm[];
   const int lane = threadIdx.x;
   const int64_t r_local = blockIdx.z, r = a.row0 + r_local;
   const int kh = blockIdx.y;
@@ -103,52 +105,51 @@ __global__ __launch_bounds__(32) void SplitKernel(AttnParams a, int head_groups,
   if (my * kSplitKeys > ri.pos) return;  // the row has fewer splits
   const int64_t k_begin = max(static_cast<int64_t>(ri.lo), my * kSplitKeys);
   const int64_t k_end = min(static_cast<int64_t>(ri.pos) + 1, (my + 1) * kSplitKeys);
-  const AttnStore& st = a.store[ri.store];
+  const AttnStore st = ri.store == 0 ? a.store[0] : a.store[1];
   if (st.records == nullptr) __trap();
   const int G = a.group, d = a.d, g0 = hg * group_heads;
   const int gn = min(group_heads, G - g0);
+  const int ld = d + 1;           // tile row stride: lanes reading rows hit distinct banks
+  float* qs = sm;                 // [GP][d]
+  float* tile = sm + GP * d;      // [kTileKeys][ld]
 
-  float q[GP][D32], acc[GP][D32], m[GP], l[GP];
   const float* qrow = a.q + r * a.ldq + (static_cast<int64_t>(kh) * G + g0) * d;
+  for (int i = lane; i < GP * d; i += 32) qs[i] = i < gn * d ? qrow[i] : 0.0f;
+  float acc[GP][D32], m[GP], l[GP];
 #pragma unroll
   for (int g = 0; g < GP; ++g) {
     m[g] = -INFINITY;
     l[g] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < D32; ++i) {
-      const int e = lane + 32 * i;
-      q[g][i] = g < gn && e < d ? qrow[g * d + e] : 0.0f;
-      acc[g][i] = 0.0f;
-    }
+    for (int i = 0; i < D32; ++i) acc[g][i] = 0.0f;
   }
   const int64_t head_off = static_cast<int64_t>(kh) * d;
   for (int64_t t0 = k_begin; t0 < k_end;) {
     const int64_t t1 = min(k_end, (t0 / kTileKeys + 1) * kTileKeys);
     const int nt = static_cast<int>(t1 - t0);
-    float mine[GP];  // lane j: the score of key t0 + j
-#pragma unroll
-    for (int g = 0; g < GP; ++g) mine[g] = -INFINITY;
+    __syncwarp();
+#pragma unroll 8
     for (int j = 0; j < nt; ++j) {
       const uint8_t* rec = Record(a, st, ri.seq, t0 + j);
-      float kv[D32];
+      for (int e = lane; e < d; e += 32) tile[j * ld + e] = DecodeKey(st.f, rec, head_off + e);
+    }
+    __syncwarp();
+    float s[GP];
 #pragma unroll
-      for (int i = 0; i < D32; ++i) {
-        const int e = lane + 32 * i;
-        kv[i] = e < d ? DecodeKey(st.f, rec, head_off + e) : 0.0f;
-      }
+    for (int g = 0; g < GP; ++g) s[g] = 0.0f;
+    if (lane < nt) {
+      const float* kj = tile + lane * ld;
+      for (int e = 0; e < d; ++e) {
+        const float k = kj[e];
 #pragma unroll
-      for (int g = 0; g < GP; ++g) {
-        float part = 0.0f;
-#pragma unroll
-        for (int i = 0; i < D32; ++i) part = __fmaf_rn(q[g][i], kv[i], part);
-        const float sc = WarpSum(part) * a.scale;
-        if (lane == j) mine[g] = sc;
+        for (int g = 0; g < GP; ++g) s[g] = __fmaf_rn(qs[g * d + e], k, s[g]);
       }
     }
     float p[GP];
 #pragma unroll
     for (int g = 0; g < GP; ++g) {
-      const float m_new = fmaxf(m[g], WarpMax(mine[g]));
+      const float sc = lane < nt ? s[g] * a.scale : -INFINITY;
+      const float m_new = fmaxf(m[g], WarpMax(sc));
       if (m_new > m[g]) {
         const float c = expf(m[g] - m_new);  // 0 on the first tile
         l[g] = l[g] * c;
@@ -156,16 +157,22 @@ __global__ __launch_bounds__(32) void SplitKernel(AttnParams a, int head_groups,
         for (int i = 0; i < D32; ++i) acc[g][i] = acc[g][i] * c;
         m[g] = m_new;
       }
-      p[g] = lane < nt ? expf(mine[g] - m_new) : 0.0f;
+      p[g] = lane < nt ? expf(sc - m_new) : 0.0f;
       l[g] = l[g] + WarpSum(p[g]);
     }
+    __syncwarp();
+#pragma unroll 8
     for (int j = 0; j < nt; ++j) {
       const uint8_t* rec = Record(a, st, ri.seq, t0 + j);
+      for (int e = lane; e < d; e += 32) tile[j * ld + e] = DecodeValue(st.f, rec, head_off + e, st.centroids);
+    }
+    __syncwarp();
+    for (int j = 0; j < nt; ++j) {
       float vv[D32];
 #pragma unroll
       for (int i = 0; i < D32; ++i) {
         const int e = lane + 32 * i;
-        vv[i] = e < d ? DecodeValue(st.f, rec, head_off + e, st.centroids) : 0.0f;
+        vv[i] = e < d ? tile[j * ld + e] : 0.0f;
       }
 #pragma unroll
       for (int g = 0; g < GP; ++g) {
@@ -187,6 +194,18 @@ __global__ __launch_bounds__(32) void SplitKernel(AttnParams a, int head_groups,
       if (e < d) out[2 * G + static_cast<int64_t>(g0 + g) * d + e] = acc[g][i];
     }
   }
+}
+
+template <int D32, int GP>
+void LaunchSplit(const dim3& grid, size_t smem, const AttnParams& a, int head_groups, int group_heads,
+                 cudaStream_t stream) {
+  static size_t allowed = 48 * 1024;  // raised once per new maximum, never inside a capture
+  if (smem > allowed) {
+    G4_CUDA_CHECK(cudaFuncSetAttribute(SplitKernel<D32, GP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)));
+    allowed = smem;
+  }
+  SplitKernel<D32, GP><<<grid, 32, smem, stream>>>(a, head_groups, group_heads);
 }
 
 // One block per (row, query head): merge the row's splits in order.
@@ -294,12 +313,13 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
     const int64_t n = std::min(group_rows, rows - r0);
     a.row0 = r0;
     const dim3 grid(static_cast<unsigned>(a.splits_max * head_groups), a.kv_heads, static_cast<unsigned>(n));
+    const size_t smem = (static_cast<size_t>(GP) * a.d + static_cast<size_t>(kTileKeys) * (a.d + 1)) * sizeof(float);
     switch (D32) {
-      case 1: SplitKernel<1, 16><<<grid, 32, 0, stream>>>(a, head_groups, group_heads); break;
-      case 2: SplitKernel<2, 16><<<grid, 32, 0, stream>>>(a, head_groups, group_heads); break;
-      case 4: SplitKernel<4, 8><<<grid, 32, 0, stream>>>(a, head_groups, group_heads); break;
-      case 8: SplitKernel<8, 4><<<grid, 32, 0, stream>>>(a, head_groups, group_heads); break;
-      default: SplitKernel<16, 2><<<grid, 32, 0, stream>>>(a, head_groups, group_heads); break;
+      case 1: LaunchSplit<1, 16>(grid, smem, a, head_groups, group_heads, stream); break;
+      case 2: LaunchSplit<2, 16>(grid, smem, a, head_groups, group_heads, stream); break;
+      case 4: LaunchSplit<4, 8>(grid, smem, a, head_groups, group_heads, stream); break;
+      case 8: LaunchSplit<8, 4>(grid, smem, a, head_groups, group_heads, stream); break;
+      default: LaunchSplit<16, 2>(grid, smem, a, head_groups, group_heads, stream); break;
     }
     G4_CUDA_LAUNCHED();
     MergeKernel<<<dim3(a.heads, static_cast<unsigned>(n)), kThreads, merge_smem, stream>>>(a);
