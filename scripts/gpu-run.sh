@@ -20,7 +20,7 @@ out=${OUT:-/tmp/g4-gpu-out}
 work=/tmp/g4-gpu
 mkdir -p "$out" "$work"
 summary="$out/summary.txt"
-: >"$summary"
+touch "$summary"  # appended to by every invocation in one run
 note() { echo "$*" | tee -a "$summary"; }
 
 # --- binaries and libraries
@@ -83,6 +83,7 @@ run_tests() {
 # into $out/bench.jsonl, removed afterwards (the disk is small).
 run_bench() {
   local spec=$1 preset quant kv dir
+  if [ -n "${G4_DEADLINE:-}" ] && [ "$(date +%s)" -gt "$G4_DEADLINE" ]; then note "skipped $spec (deadline)"; return; fi
   IFS=: read -r preset quant kv <<<"$spec"
   kv=${kv:-plain:bf16}
   dir=/tmp/g4-synth-$preset-$quant
@@ -94,14 +95,22 @@ run_bench() {
   fi
   note "synth $preset $quant: $(( $(date +%s) - t0 )) s, $(du -sh "$dir" | cut -f1)"
   local gen=${G4_BENCH_GEN:-64}
-  for b in ${G4_BENCH_BATCHES-1 8 32 64}; do
-    "$bin/g4" bench --model "$dir" --backend cuda --kv "$kv" --batch "$b" --prompt 512 --gen "$gen" --memcpy-mib "$( [ "$b" = 1 ] && echo 2048 || echo 0)" \
-      --chunk 512 --json >>"$out/bench.jsonl" 2>>"$misc" || note "bench $spec batch $b failed: $(tail -1 "$misc")"
+  local bp b p
+  for bp in ${G4_BENCH_BATCHES-1 8 32 64}; do
+    IFS=: read -r b p <<<"$bp"
+    p=${p:-512}
+    "$bin/g4" bench --model "$dir" --backend cuda --kv "$kv" --batch "$b" --prompt "$p" --gen "$gen" \
+      --memcpy-mib "$( [ "$b" = 1 ] && echo 2048 || echo 0)" --chunk 512 --json ${G4_BENCH_EXTRA:-} \
+      >>"$out/bench.jsonl" 2>>"$misc" || note "bench $spec batch $b failed: $(tail -1 "$misc")"
   done
   for p in ${G4_BENCH_PREFILL-512 4096}; do
     "$bin/g4" bench --model "$dir" --backend cuda --kv "$kv" --batch 1 --prompt "$p" --gen 2 --memcpy-mib 0 \
       --chunk "$p" --json >>"$out/bench.jsonl" 2>>"$misc" || note "prefill $spec $p failed: $(tail -1 "$misc")"
   done
+  if [ -n "${G4_BENCH_NONINVARIANT:-}" ]; then  # the canonical order's cost: prefill without it
+    G4_CUDA_NONINVARIANT=1 "$bin/g4" bench --model "$dir" --backend cuda --kv "$kv" --batch 1 --prompt 4096 --gen 2 \
+      --memcpy-mib 0 --chunk 4096 --json | sed 's/"kv":"[^"]*"/"kv":"noninv"/' >>"$out/bench.jsonl" 2>>"$misc"
+  fi
   [ -n "${G4_BENCH_KEEP:-}" ] || rm -rf "$dir"
 }
 

@@ -1,19 +1,21 @@
 // MatMul on the GPU: y = x W^T for every weight format, in the canonical
 // order of matmul_core.cuh whatever M is:
-//  - M <= kGemvMaxRows: the matrix-vector kernel. Inputs are permuted once
-//    (coalesced reads), then one warp per NR weight rows and up to MT input
-//    rows, lane c computing class c's partials, a warp butterfly finishing.
-//    Weights are read once per MT input rows (the same rows' blocks run
-//    side by side, so repeats hit L2).
+//  - M <= kGemvMaxRows: the matrix-vector kernel: one warp per NR weight
+//    rows and up to MT input rows, lane c computing class c's partials from
+//    inputs staged round by round in shared memory, a warp butterfly
+//    finishing. Weights are read once per MT input rows (the same rows'
+//    blocks run side by side, so repeats hit L2).
 //  - more rows: a tiled GEMM (64 x 64 outputs per block, weight tiles
 //    dequantized into shared memory once for 64 input rows) that computes
 //    the 32 classes one after another and folds them in the butterfly's
 //    tree with a five-level stack.
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/matmul_core.cuh"
+#include "backend/cuda/sub_profile.h"
 #include "backend/cuda/matmul.cuh"
 #include "core/check.h"
 
@@ -99,25 +101,106 @@ namespace {
 
 constexpr int kGemvWarps = 4;
 
-// One warp per NR weight rows, MT input rows per block column. Blocks are
-// numbered row block major, M tile minor, so a weight row block's M tiles
-// run together.
+// One warp per NR weight rows, MT input rows per block. Round i covers
+// units 32 i .. 32 i + 31 (lane c takes unit 32 i + c): the block stages the
+// round's 1024 input columns of its MT rows in shared memory, permuted so
+// that lane c's pieces are contiguous across the warp, then every warp
+// multiplies its rows. Affine codes of the next round are loaded before the
+// current one is multiplied. Blocks are numbered row block major, M tile
+// minor, so a weight row block's M tiles run together.
 template <int FMT, int MT, int NR>
-__global__ __launch_bounds__(kGemvWarps * 32) void GemvKernel(DevWeight w, const float* __restrict__ xp,
-                                                               int64_t xp_stride, int64_t M, int64_t m_tiles,
+__global__ __launch_bounds__(kGemvWarps * 32) void GemvKernel(DevWeight w, const float* __restrict__ x, int64_t ldx,
+                                                               bool xvec, int64_t M, int64_t m_tiles,
                                                                float* __restrict__ y, int64_t ldy) {
+  __shared__ float4 xs[MT][8 * kClasses];  // [m][piece t][class c]
   const int lane = threadIdx.x & 31;
   const int64_t m_tile = blockIdx.x % m_tiles, row_block = blockIdx.x / m_tiles;
   const int64_t n0 = (row_block * kGemvWarps + (threadIdx.x >> 5)) * NR;
-  if (n0 >= w.rows) return;
-  int64_t rows[NR], xrow[MT];
+  const bool active = n0 < w.rows;
+  int64_t rows[NR];
 #pragma unroll
   for (int r = 0; r < NR; ++r) rows[r] = min(n0 + r, w.rows - 1);
   const int64_t m0 = m_tile * MT;
-#pragma unroll
-  for (int m = 0; m < MT; ++m) xrow[m] = min(m0 + m, M - 1);
+  const int64_t K = w.cols, units = Units(K), rounds = (units + kClasses - 1) / kClasses;
   float acc[MT][NR];
-  LanePartials<FMT, MT, NR>(w, rows, xp, xp_stride, xrow, lane, acc);
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int r = 0; r < NR; ++r) acc[m][r] = 0.0f;
+
+  constexpr int B = AffineBits(FMT);
+  uint32_t cw[NR][B > 0 ? B : 1];
+  float cs[NR], cb[NR];
+  if constexpr (IsAffine(FMT)) {
+    if (active && lane < units) LoadAffineUnit<B, NR>(w, rows, lane, cw, cs, cb);
+  }
+  for (int64_t i = 0; i < rounds; ++i) {
+    __syncthreads();  // the previous round's inputs are consumed
+    for (int f = threadIdx.x; f < MT * 256; f += kGemvWarps * 32) {
+      const int m = f >> 8, q = f & 255;
+      const int64_t k = i * kRound + 4 * q, row = min(m0 + m, M - 1);
+      const float* xr = x + row * ldx;
+      float4 v;
+      if (xvec && k + 3 < K) {
+        v = *reinterpret_cast<const float4*>(xr + k);
+      } else {
+        v.x = k < K ? xr[k] : 0.0f;
+        v.y = k + 1 < K ? xr[k + 1] : 0.0f;
+        v.z = k + 2 < K ? xr[k + 2] : 0.0f;
+        v.w = k + 3 < K ? xr[k + 3] : 0.0f;
+      }
+      xs[m][(q & 7) * kClasses + (q >> 3)] = v;
+    }
+    __syncthreads();
+    const int64_t u = i * kClasses + lane;
+    if (!active || u >= units) continue;
+    const int kvalid = static_cast<int>(K - u * kUnit < kUnit ? K - u * kUnit : kUnit);
+    float wv[NR][kUnit];
+    if constexpr (IsAffine(FMT)) {
+      uint32_t nw[NR][B];
+      float ns[NR], nb[NR];
+      const bool more = u + kClasses < units;
+      if (more) LoadAffineUnit<B, NR>(w, rows, u + kClasses, nw, ns, nb);
+#pragma unroll
+      for (int r = 0; r < NR; ++r)
+#pragma unroll
+        for (int c = 0; c < kUnit; ++c) wv[r][c] = __fmaf_rn(ChunkCode<B>(cw[r], c), cs[r], cb[r]);
+      if (more) {
+#pragma unroll
+        for (int r = 0; r < NR; ++r) {
+#pragma unroll
+          for (int q = 0; q < B; ++q) cw[r][q] = nw[r][q];
+          cs[r] = ns[r];
+          cb[r] = nb[r];
+        }
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < NR; ++r) DecodeChunk<FMT>(w, rows[r], u, kvalid, wv[r]);
+    }
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      float xv[kUnit];
+#pragma unroll
+      for (int t = 0; t < 8; ++t) {
+        const float4 f = xs[m][t * kClasses + lane];
+        xv[4 * t] = f.x, xv[4 * t + 1] = f.y, xv[4 * t + 2] = f.z, xv[4 * t + 3] = f.w;
+      }
+      if (kvalid == kUnit) {
+#pragma unroll
+        for (int r = 0; r < NR; ++r)
+#pragma unroll
+          for (int c = 0; c < kUnit; ++c) acc[m][r] = __fmaf_rn(xv[c], wv[r][c], acc[m][r]);
+      } else {
+#pragma unroll
+        for (int r = 0; r < NR; ++r)
+#pragma unroll
+          for (int c = 0; c < kUnit; ++c)
+            if (c < kvalid) acc[m][r] = __fmaf_rn(xv[c], wv[r][c], acc[m][r]);
+      }
+    }
+  }
+  if (!active) return;
 #pragma unroll
   for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -128,24 +211,24 @@ __global__ __launch_bounds__(kGemvWarps * 32) void GemvKernel(DevWeight w, const
 }
 
 template <int FMT, int MT>
-void LaunchGemv(const DevWeight& w, const float* xp, int64_t xp_stride, int64_t M, float* y, int64_t ldy,
+void LaunchGemv(const DevWeight& w, const float* x, int64_t ldx, int64_t M, float* y, int64_t ldy,
                 cudaStream_t stream) {
   constexpr int NR = MT <= 4 ? 2 : 1;
+  const bool xvec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && (ldx % 4 == 0 || M == 1);
   const int64_t m_tiles = (M + MT - 1) / MT;
   const int64_t row_blocks = (w.rows + kGemvWarps * NR - 1) / (kGemvWarps * NR);
   GemvKernel<FMT, MT, NR><<<static_cast<unsigned>(row_blocks * m_tiles), kGemvWarps * 32, 0, stream>>>(
-      w, xp, xp_stride, M, m_tiles, y, ldy);
+      w, x, ldx, xvec, M, m_tiles, y, ldy);
   G4_CUDA_LAUNCHED();
 }
 
 template <int FMT>
-void GemvForFormat(const DevWeight& w, const float* xp, int64_t xp_stride, int64_t M, float* y, int64_t ldy,
+void GemvForFormat(const DevWeight& w, const float* x, int64_t ldx, int64_t M, float* y, int64_t ldy,
                    cudaStream_t stream) {
-  if (M == 1) return LaunchGemv<FMT, 1>(w, xp, xp_stride, M, y, ldy, stream);
-  if (M == 2) return LaunchGemv<FMT, 2>(w, xp, xp_stride, M, y, ldy, stream);
-  if (M <= 4) return LaunchGemv<FMT, 4>(w, xp, xp_stride, M, y, ldy, stream);
-  if (M <= 8) return LaunchGemv<FMT, 8>(w, xp, xp_stride, M, y, ldy, stream);
-  return LaunchGemv<FMT, 16>(w, xp, xp_stride, M, y, ldy, stream);
+  if (M == 1) return LaunchGemv<FMT, 1>(w, x, ldx, M, y, ldy, stream);
+  if (M == 2) return LaunchGemv<FMT, 2>(w, x, ldx, M, y, ldy, stream);
+  if (M <= 4) return LaunchGemv<FMT, 4>(w, x, ldx, M, y, ldy, stream);
+  return LaunchGemv<FMT, 8>(w, x, ldx, M, y, ldy, stream);
 }
 
 // ---------------------------------------------------------------- GEMM
@@ -176,8 +259,12 @@ __device__ __forceinline__ void TileCopy(const Tile& a, Tile& s) {
     for (int j = 0; j < 4; ++j) s[i][j] = a[i][j];
 }
 
+// plain: one pass over the units in order, no class folding (not
+// batch-invariant against the matrix-vector kernel; G4_CUDA_NONINVARIANT=1,
+// only to measure what the canonical order costs).
 template <int FMT>
-__global__ __launch_bounds__(256) void GemmKernel(DevWeight w, const float* __restrict__ x, int64_t ldx, int64_t M, float* __restrict__ y, int64_t ldy) {
+__global__ __launch_bounds__(256) void GemmKernel(DevWeight w, const float* __restrict__ x, int64_t ldx, int64_t M,
+                                                  float* __restrict__ y, int64_t ldy, bool plain) {
   extern __shared__ float4 smem4[];
   float* xs = reinterpret_cast<float*>(smem4);  // [kFill][32][kPad]: x tile, k major
   float* ws = xs + kFill * kUnit * kPad;        // [kFill][32][kPad]: weight tile, k major
@@ -186,15 +273,17 @@ __global__ __launch_bounds__(256) void GemmKernel(DevWeight w, const float* __re
   const int64_t K = w.cols, units = Units(K);
   Tile s0, s1, s2, s3, s4, p;
   TileZero(s0), TileZero(s1), TileZero(s2), TileZero(s3), TileZero(s4);
-  for (int leaf = 0; leaf < kClasses; ++leaf) {
-    const int cls = static_cast<int>(__brev(static_cast<unsigned>(leaf)) >> 27);
+  const int leaves = plain ? 1 : kClasses;
+  const int64_t ustep = plain ? 1 : kClasses;
+  for (int leaf = 0; leaf < leaves; ++leaf) {
+    const int cls = plain ? 0 : static_cast<int>(__brev(static_cast<unsigned>(leaf)) >> 27);
     TileZero(p);
-    for (int64_t u0 = cls; u0 < units; u0 += int64_t{kClasses} * kFill) {
+    for (int64_t u0 = cls; u0 < units; u0 += ustep * kFill) {
       __syncthreads();  // the previous fill is consumed
       {
         // Weights: thread t decodes unit u0 + 32 g of weight row n0 + r.
         const int g = t >> 6, r = t & 63;
-        const int64_t u = u0 + int64_t{kClasses} * g, n = n0 + r;
+        const int64_t u = u0 + ustep * g, n = n0 + r;
         if (u < units) {
           const int kv = static_cast<int>(K - u * kUnit < kUnit ? K - u * kUnit : kUnit);
           float v[kUnit];
@@ -213,7 +302,7 @@ __global__ __launch_bounds__(256) void GemmKernel(DevWeight w, const float* __re
       for (int q = 0; q < kFill * 8; ++q) {
         const int idx = t + 256 * q;
         const int g = idx >> 11, rem = idx & 2047, r = rem >> 5, c = rem & 31;
-        const int64_t u = u0 + int64_t{kClasses} * g, k = u * kUnit + c, m = m0 + r;
+        const int64_t u = u0 + ustep * g, k = u * kUnit + c, m = m0 + r;
         float v = 0.0f;
         if (u < units && k < K && m < M) v = x[m * ldx + k];
         xs[(g * kUnit + c) * kPad + r] = v;
@@ -221,7 +310,7 @@ __global__ __launch_bounds__(256) void GemmKernel(DevWeight w, const float* __re
       __syncthreads();
 #pragma unroll 1
       for (int g = 0; g < kFill; ++g) {
-        const int64_t u = u0 + int64_t{kClasses} * g;
+        const int64_t u = u0 + ustep * g;
         if (u >= units) break;
         const int kv = static_cast<int>(K - u * kUnit < kUnit ? K - u * kUnit : kUnit);
         const float* xg = xs + g * kUnit * kPad + tm * 4;
@@ -238,6 +327,7 @@ __global__ __launch_bounds__(256) void GemmKernel(DevWeight w, const float* __re
         }
       }
     }
+    if (plain) break;
     // Fold leaf `leaf` (class bitrev(leaf)) into the butterfly tree: leaves
     // come in the tree's in-order sequence, siblings adjacent.
     if (leaf & 1) {
@@ -289,7 +379,11 @@ void LaunchGemm(const DevWeight& w, const float* x, int64_t ldx, int64_t M, floa
   }
   const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>((M + kBM - 1) / kBM));
   G4_CHECK_MSG(grid.y <= 65535, "[cuda] MatMul: too many rows for one launch");
-  GemmKernel<FMT><<<grid, 256, kGemmSmem, stream>>>(w, x, ldx, M, y, ldy);
+  static const bool plain = [] {
+    const char* e = std::getenv("G4_CUDA_NONINVARIANT");
+    return e != nullptr && e[0] == '1';
+  }();
+  GemmKernel<FMT><<<grid, 256, kGemmSmem, stream>>>(w, x, ldx, M, y, ldy, plain);
   G4_CUDA_LAUNCHED();
 }
 
@@ -299,10 +393,8 @@ void MatMulFormat(const DevWeight& w, const TensorView& x, const TensorView& y, 
   const int64_t M = x.rows;
   const int64_t ldx = M > 1 ? x.stride : x.cols, ldy = M > 1 ? y.stride : y.cols;
   if (M <= kGemvMaxRows) {
-    const int64_t stride = PermutedStride(w.cols);
-    float* xp = static_cast<float*>(scratch.Get(Scratch::kPermuted, static_cast<size_t>(M * stride) * sizeof(float)));
-    PermuteRows(x.f32(), ldx, nullptr, 1, M, w.cols, xp, stream);
-    GemvForFormat<FMT>(w, xp, stride, M, y.f32(), ldy, stream);
+    SubProfile sp(stream, w.rows * w.cols >= (int64_t{1} << 24) ? "matmul gemv (>=16M weights)" : "matmul gemv (small)");
+    GemvForFormat<FMT>(w, x.f32(), ldx, M, y.f32(), ldy, stream);
   } else {
     LaunchGemm<FMT>(w, x.f32(), ldx, M, y.f32(), ldy, stream);
   }

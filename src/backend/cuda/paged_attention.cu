@@ -18,12 +18,13 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kv_codec.cuh"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/sub_profile.h"
 #include "core/check.h"
 
 namespace g4::cuda {
 namespace {
 
-constexpr int kSplitKeys = 64;
+constexpr int kSplitKeys = 32;  // one tile: as many warps as possible for a decode row
 constexpr int kTileKeys = 32;  // = lanes: one key per lane in the softmax step
 constexpr int kThreads = 128;
 constexpr size_t kPartialBudget = size_t{512} << 20;  // bytes of split states per launch
@@ -77,12 +78,19 @@ __device__ __forceinline__ RowInfo ReadRow(const AttnParams& a, int64_t r) {
   return ri;
 }
 
-__device__ __forceinline__ const uint8_t* Record(const AttnParams& a, const AttnStore& s, int32_t seq, int64_t j) {
-  const int64_t entry = j / a.block_size;
+// The record of key j (positions fit in 32 bits: 32-bit division).
+__device__ __forceinline__ const uint8_t* Record(const AttnParams& a, const AttnStore& s, int32_t seq, int32_t j) {
+  const int32_t entry = j / a.block_size, slot = j - entry * a.block_size;
   if (entry >= a.table_stride) __trap();
   const int32_t block = a.table[seq * a.table_stride + entry];
   if (block < 0 || block >= s.num_blocks) __trap();  // a visible key in a missing block
-  return s.records + (static_cast<int64_t>(block) * a.block_size + j % a.block_size) * s.f.record_bytes;
+  return s.records + (static_cast<int64_t>(block) * a.block_size + slot) * s.f.record_bytes;
+}
+
+// Record j of the tile, computed by lane j and broadcast.
+__device__ __forceinline__ const uint8_t* TileRecord(const uint8_t* mine, int j) {
+  return reinterpret_cast<const uint8_t*>(
+      __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(mine), j));
 }
 
 // One warp per (row, KV head, split, group of query heads). Per tile of
@@ -127,10 +135,11 @@ __global__ __launch_bounds__(32) void SplitKernel(AttnParams a, int head_groups,
   for (int64_t t0 = k_begin; t0 < k_end;) {
     const int64_t t1 = min(k_end, (t0 / kTileKeys + 1) * kTileKeys);
     const int nt = static_cast<int>(t1 - t0);
+    const uint8_t* my_rec = lane < nt ? Record(a, st, ri.seq, static_cast<int32_t>(t0 + lane)) : nullptr;
     __syncwarp();
-#pragma unroll 8
+#pragma unroll 4
     for (int j = 0; j < nt; ++j) {
-      const uint8_t* rec = Record(a, st, ri.seq, t0 + j);
+      const uint8_t* rec = TileRecord(my_rec, j);
       for (int e = lane; e < d; e += 32) tile[j * ld + e] = DecodeKey(st.f, rec, head_off + e);
     }
     __syncwarp();
@@ -161,9 +170,9 @@ __global__ __launch_bounds__(32) void SplitKernel(AttnParams a, int head_groups,
       l[g] = l[g] + WarpSum(p[g]);
     }
     __syncwarp();
-#pragma unroll 8
+#pragma unroll 4
     for (int j = 0; j < nt; ++j) {
-      const uint8_t* rec = Record(a, st, ri.seq, t0 + j);
+      const uint8_t* rec = TileRecord(my_rec, j);
       for (int e = lane; e < d; e += 32) tile[j * ld + e] = DecodeValue(st.f, rec, head_off + e, st.centroids);
     }
     __syncwarp();
@@ -297,7 +306,10 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   const size_t per_row = state_bytes * a.kv_heads * a.splits_max;
   const int64_t group_rows = std::clamp<int64_t>(static_cast<int64_t>(kPartialBudget / per_row), 1, 65535);
   const int64_t rows = args.rows.num_rows;
-  a.partial = static_cast<float*>(scratch.Get(Scratch::kAttention, per_row * std::min(group_rows, rows)));
+  {
+    SubProfile sp(stream, "attention scratch");
+    a.partial = static_cast<float*>(scratch.Get(Scratch::kAttention, per_row * std::min(group_rows, rows)));
+  }
 
   // Query heads per warp: as many as keep q and acc within 32 registers each.
   const int d32 = (a.d + 31) / 32;
@@ -313,6 +325,8 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
     const int64_t n = std::min(group_rows, rows - r0);
     a.row0 = r0;
     const dim3 grid(static_cast<unsigned>(a.splits_max * head_groups), a.kv_heads, static_cast<unsigned>(n));
+    {
+    SubProfile sp_split(stream, rows == 1 ? "attention split (1 row)" : "attention split");
     const size_t smem = (static_cast<size_t>(GP) * a.d + static_cast<size_t>(kTileKeys) * (a.d + 1)) * sizeof(float);
     switch (D32) {
       case 1: LaunchSplit<1, 16>(grid, smem, a, head_groups, group_heads, stream); break;
@@ -322,6 +336,8 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
       default: LaunchSplit<16, 2>(grid, smem, a, head_groups, group_heads, stream); break;
     }
     G4_CUDA_LAUNCHED();
+    }
+    SubProfile sp_merge(stream, rows == 1 ? "attention merge (1 row)" : "attention merge");
     MergeKernel<<<dim3(a.heads, static_cast<unsigned>(n)), kThreads, merge_smem, stream>>>(a);
     G4_CUDA_LAUNCHED();
   }
