@@ -22,7 +22,7 @@ namespace g4::cuda {
 // of the same slot.
 class Scratch {
  public:
-  enum Slot : int { kPermuted, kPermuted2, kMoe, kAttention, kSample, kRecode, kNumSlots };
+  enum Slot : int { kMoe, kAttention, kRecode, kNumSlots };
   virtual ~Scratch() = default;
   virtual void* Get(Slot slot, size_t bytes) = 0;
 };

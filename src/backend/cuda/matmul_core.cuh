@@ -11,16 +11,20 @@
 //    columns ascending, from p_c = 0;
 //  - y = the xor-butterfly sum of p_0..p_31 (device_common.cuh WarpSum:
 //    pairs c, c^16 first, then c^8, ..., c^1).
-// The matrix-vector kernel gives class c to lane c of a warp (one warp per
+// The matrix-vector kernels give class c to lane c of a warp (one warp per
 // weight row, lanes splitting K); the GEMM computes the classes one after
 // another and folds them with the butterfly's tree. Neither depends on M,
 // so a row's result is bitwise the same in any batch, and a row slice of a
 // matrix gives the same bits as the whole.
 //
-// Matrix-vector inputs are first permuted (PermuteRows below): unit u =
-// 32 i + c, piece t (4 floats) lives at ((i * 8 + t) * 32 + c) * 4, so the
-// 32 lanes' pieces t of one round are 512 contiguous bytes (coalesced) rather
-// than 32 strided 128-byte lines.
+// Two matrix-vector kernels share this order and must keep doing the same
+// operations per unit (wv = fma(q, scale, bias) or the exact dense value,
+// then acc = fma(x, wv, acc) column by column): MatMul's (matmul.cu, inputs
+// staged in shared memory) and the MoE experts' (moe.cu, LanePartials
+// below, over inputs gathered and permuted by PermuteRows: unit u = 32 i +
+// c, piece t (4 floats) at ((i * 8 + t) * 32 + c) * 4, so the 32 lanes'
+// pieces t of one round are 512 contiguous bytes). The MoE tests check the
+// two bit for bit.
 #pragma once
 
 #include <cuda_runtime.h>

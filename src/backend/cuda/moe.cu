@@ -7,7 +7,7 @@
 //  2. the pairs' input rows are gathered and permuted (matmul_core.cuh);
 //  3. per tile, a matrix-vector kernel multiplies them by the tile's
 //     expert: gate and up, GeluMul, then down, each output in MatMul's
-//     canonical order (the same LanePartials), so a pair's result is the
+//     canonical order (matmul_core.cuh), so a pair's result is the
 //     bits MatMul + GeluMul give for that row alone;
 //  4. per row, out = fma(weight, expert output, out) from zero over its
 //     experts in ascending id (ties: ascending slot).
