@@ -12,9 +12,17 @@
 
 namespace g4::testing {
 
-std::string TestDataPath(const std::string& relative) { return std::string(G4_TESTDATA) + "/" + relative; }
+// Both default to the build tree; the environment may point elsewhere (test
+// binaries carried to another machine with their data: scripts/gpu-run.sh).
+std::string TestDataPath(const std::string& relative) {
+  const char* env = std::getenv("G4_TESTDATA");
+  return std::string(env && *env ? env : G4_TESTDATA) + "/" + relative;
+}
 
-std::string BinaryDir() { return G4_BINARY_DIR; }
+std::string BinaryDir() {
+  const char* env = std::getenv("G4_BINARY_DIR");
+  return env && *env ? env : G4_BINARY_DIR;
+}
 
 std::string MakeTempDir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "g4test-XXXXXX").string();

@@ -86,6 +86,19 @@ class Backend {
 
   virtual Ops& ops() = 0;
 
+  // Recording and replaying a step (a CUDA graph): the ops issued between
+  // BeginCapture(key) and EndCapture() are recorded, then run; a later
+  // Replay(key) runs the recording again with the same arguments, reading
+  // whatever the step's buffers hold then. The caller promises that every
+  // op's arguments (shapes, pointers, scalars) are a function of `key`, and
+  // issues no copies between Begin and End. BeginCapture may decline (false:
+  // issue the ops normally, nothing is recorded); Replay returns false when
+  // it has no recording for `key`. Freeing memory of this backend forgets
+  // every recording. The default backend declines everything.
+  virtual bool BeginCapture(uint64_t key) { return false; }
+  virtual void EndCapture() {}
+  virtual bool Replay(uint64_t key) { return false; }
+
  protected:
   friend class DeviceBuffer;
   virtual void Free(void* data, size_t bytes) = 0;

@@ -17,7 +17,9 @@ struct StepRows {
   const int32_t* query_start = nullptr;  // [S + 1]
   const int32_t* kv_len = nullptr;       // [S]: tokens the sequence holds after this step
   // Host-known bounds (launch shapes): the longest run of rows of one
-  // sequence and the largest kv_len in the step.
+  // sequence and the largest kv_len in the step. Upper bounds: the model
+  // rounds max_kv_len up to a power of two, so steps within a bucket launch
+  // the same shapes (Backend::Replay).
   int64_t max_query_rows = 0;
   int64_t max_kv_len = 0;
 };

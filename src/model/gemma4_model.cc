@@ -1,6 +1,7 @@
 #include "model/gemma4_model.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "backend/ops.h"
@@ -61,6 +62,12 @@ Status Gemma4Model::Forward(const StepBatch& step, KvPool& pool, Activations& ac
 
   StepViews sv;
   Upload(step, pool, act, sv);
+  // Every op argument below is a function of this key (the step's shape,
+  // its bucketed bounds and the buffers), so a backend may replay a
+  // recording of an earlier step with the same key (Backend::Replay).
+  const uint64_t key = StepKey(sv, step.compute_logits, pool, act);
+  if (backend_->Replay(key)) return Status::Ok();
+  const bool capturing = backend_->BeginCapture(key);
   Ops& ops = backend_->ops();
   ops.Embed(weights_->embed_tokens, act.token_ids, embed_scale_, sv.x);
   if (config_.has_ple()) ComputePle(sv, act);
@@ -71,7 +78,25 @@ Status Gemma4Model::Forward(const StepBatch& step, KvPool& pool, Activations& ac
     ops.Scale(sv.x, weights_->layers[l].layer_scalar);
   }
   if (sv.R > 0) Head(sv, step.compute_logits, act);
+  if (capturing) backend_->EndCapture();
   return Status::Ok();
+}
+
+uint64_t Gemma4Model::StepKey(const StepViews& sv, bool logits, const KvPool& pool, const Activations& act) const {
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  auto mix = [&h](uint64_t v) {
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  };
+  mix(static_cast<uint64_t>(sv.T));
+  mix(static_cast<uint64_t>(sv.S));
+  mix(static_cast<uint64_t>(sv.R));
+  mix(logits ? 1 : 0);
+  mix(static_cast<uint64_t>(sv.rows.max_kv_len));  // already a power of two
+  for (int grp = 0; grp < kNumKvGroups; ++grp) mix(static_cast<uint64_t>(sv.tables[grp].table_stride));
+  mix(reinterpret_cast<uintptr_t>(&pool));
+  mix(reinterpret_cast<uintptr_t>(&act));
+  mix(reinterpret_cast<uintptr_t>(act.x.data));
+  return h;
 }
 
 StatusOr<std::vector<float>> Gemma4Model::PerLayerInputs(const std::vector<int32_t>& ids) {
@@ -122,11 +147,17 @@ void Gemma4Model::Upload(const StepBatch& step, const KvPool& pool, Activations&
     sv.rows.max_query_rows = std::max<int64_t>(sv.rows.max_query_rows, step.query_start[s + 1] - step.query_start[s]);
     sv.rows.max_kv_len = std::max<int64_t>(sv.rows.max_kv_len, step.kv_len[s]);
   }
+  // Host bounds are upper bounds (step.h): rounded up to a power of two, so
+  // steps that differ only within a bucket launch the same shapes.
+  sv.rows.max_kv_len = std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(sv.rows.max_kv_len, 1)));
 
   const int64_t area = act.limits().max_seqs * act.limits().max_table_width;
   for (int grp = 0; grp < kNumKvGroups; ++grp) {
     const KvGroup group = static_cast<KvGroup>(grp);
-    const int64_t width = std::max<int64_t>(1, pool.TableWidth(step.seqs, group));
+    // A power of two (-1 padded) for the same reason.
+    const int64_t width = std::min<int64_t>(act.limits().max_table_width,
+                                            std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(
+                                                1, pool.TableWidth(step.seqs, group)))));
     int32_t* host_table = act.host_table().data() + grp * area;
     uint8_t* host_store = act.host_store().data() + grp * act.limits().max_seqs;
     pool.FillTables(step.seqs, group, host_table, width, host_store);

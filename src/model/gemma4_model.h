@@ -54,6 +54,8 @@ class Gemma4Model {
   Gemma4Model() = default;
   struct StepViews;
   void Upload(const StepBatch& step, const KvPool& pool, Activations& act, StepViews& sv) const;
+  // The step's recording key (Backend::BeginCapture / Replay).
+  uint64_t StepKey(const StepViews& sv, bool logits, const KvPool& pool, const Activations& act) const;
   void ComputePle(const StepViews& sv, Activations& act);
   void AttentionBlock(int l, const StepViews& sv, const KvPool& pool, Activations& act);
   void FeedForwardBlock(int l, const StepViews& sv, Activations& act);

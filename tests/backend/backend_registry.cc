@@ -1,6 +1,9 @@
 #include "backend_registry.h"
 
 #include "backend/cpu/cpu_backend.h"
+#ifdef G4_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace g4::testing {
 
@@ -27,7 +30,11 @@ const std::vector<BackendFactory>& RegisteredBackends() {
     for (int i = 0; i < 3; ++i) {
       if (kinds[i] != picked && CpuKernelsSupported(kinds[i])) b.push_back(others[i]);
     }
-    // #ifdef G4_WITH_CUDA: {"cuda", &MakeCudaBackend},
+    // "cuda" only where this build has it and a GPU is present (CI compiles
+    // the CUDA backend on machines without one).
+#ifdef G4_WITH_CUDA
+    if (CudaDeviceAvailable()) b.push_back({"cuda", &MakeCudaBackend});
+#endif
     return b;
   }();
   return kBackends;

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
+#include "test_backend.h"
 #include "test_util.h"
 
 namespace g4 {
@@ -54,7 +55,7 @@ SequenceRequest Request(const Job& job, SequenceSink* sink) {
 class BatchInvarianceTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    backend_ = MakeCpuBackend();
+    backend_ = testing::MakeTestBackend();
     auto m = Gemma4Model::Load(testing::TestDataPath("models/" + GetParam()), *backend_);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     model_ = std::move(m).value();

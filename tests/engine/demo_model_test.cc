@@ -6,6 +6,8 @@
 // library's ids (testdata/demo/tokenizer_golden.json).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +19,7 @@
 #include "model/gemma4_model.h"
 #include "tokenizer/tokenizer.h"
 #include "engine_test_util.h"
+#include "test_backend.h"
 #include "test_util.h"
 
 namespace g4 {
@@ -26,7 +29,12 @@ namespace fs = std::filesystem;
 
 // models/demo sits in the source tree (it is what `g4` runs by default), not
 // in testdata; find it from this file's path.
-std::string DemoDir() { return (fs::path(__FILE__).parent_path() / "../../models/demo").lexically_normal().string(); }
+// The repository's models/demo ($G4_REPO_DIR names the checkout when the
+// test binary runs away from its source tree).
+std::string DemoDir() {
+  if (const char* repo = std::getenv("G4_REPO_DIR"); repo && *repo) return std::string(repo) + "/models/demo";
+  return (fs::path(__FILE__).parent_path() / "../../models/demo").lexically_normal().string();
+}
 
 template <typename T>
 std::vector<T> Read(const SafetensorsFile& f, const std::string& name) {
@@ -39,7 +47,7 @@ std::vector<T> Read(const SafetensorsFile& f, const std::string& name) {
 }
 
 TEST(DemoModel, FourBitLogitsFollowTheTrainedModel) {
-  auto backend = MakeCpuBackend();
+  auto backend = testing::MakeTestBackend();
   auto model = Gemma4Model::Load(DemoDir(), *backend);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const Gemma4Config& c = (*model)->config();

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "engine_test_util.h"
+#include "test_backend.h"
 #include "test_util.h"
 
 namespace g4 {
@@ -17,7 +18,7 @@ namespace {
 class PerplexityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    backend_ = MakeCpuBackend();
+    backend_ = testing::MakeTestBackend();
     auto m = Gemma4Model::Load(testing::TestDataPath("models/tiny-e"), *backend_);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     model_ = std::move(m).value();

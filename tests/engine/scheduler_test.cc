@@ -13,6 +13,7 @@
 #include "engine/generator.h"
 #include "engine/model_bundle.h"
 #include "engine_test_util.h"
+#include "test_backend.h"
 #include "test_util.h"
 
 namespace g4 {
@@ -44,7 +45,7 @@ class Sink final : public SequenceSink {
 class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    backend_ = MakeCpuBackend();
+    backend_ = testing::MakeTestBackend();
     auto m = Gemma4Model::Load(testing::TestDataPath("models/tiny-dense"), *backend_);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     model_ = std::move(m).value();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "test_backend.h"
 #include "kv/kv_pool.h"
 #include "model/activations.h"
 #include "model/gemma4_model.h"
@@ -19,12 +20,13 @@ namespace g4::testing {
 
 class ModelRunner {
  public:
-  // Loads testdata/models/NAME on a CPU backend (its kernel variant:
-  // `kernels`) with a pool in `kv`.
+  // Loads testdata/models/NAME with a pool in `kv` on the test backend
+  // (test_backend.h), or on the CPU backend's kernel variant `kernels` when
+  // one is named.
   explicit ModelRunner(const std::string& name, const std::string& kv = "plain", int block_size = 4,
                        int64_t max_rows = 64, int max_seqs = 8, bool sliding_ring = true,
                        CpuKernels kernels = CpuKernels::kAuto)
-      : backend_(MakeCpuBackend(kernels)) {
+      : backend_(kernels == CpuKernels::kAuto ? MakeTestBackend() : MakeCpuBackend(kernels)) {
     auto m = Gemma4Model::Load(TestDataPath("models/" + name), *backend_);
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     if (!m.ok()) return;

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Packs the CUDA build's test binaries and g4 for scripts/gpu-run.sh on a GPU
+# machine that has the driver but no CUDA or compiler packages: stripped
+# binaries (CUDA runtime and libstdc++ linked statically: configure with
+# -DG4_CUDA=ON -DG4_STATIC_RUNTIME=ON -DG4_NATIVE=OFF) plus the shared
+# libraries they need beyond glibc, into DEST/g4-gpu.tar.xz, and
+# gpu-run.sh beside it.
+#   scripts/gpu-pack.sh BUILD_DIR DEST
+set -euo pipefail
+build=${1:?build dir}
+dest=${2:?destination dir}
+stage=$(mktemp -d)
+mkdir -p "$stage/bin" "$stage/lib" "$dest"
+for b in test_backend test_model test_engine g4; do
+  [ -x "$build/$b" ] || continue
+  strip -o "$stage/bin/$b" "$build/$b"
+done
+# Shared libraries outside glibc and the driver (libgomp, ...).
+for b in "$stage"/bin/*; do
+  ldd "$b" | awk '/=> \// {print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libcuda.so*) ;;
+    *) cp -L "$lib" "$stage/lib/" ;;
+  esac
+done
+tar -C "$stage" -cJf "$dest/g4-gpu.tar.xz" bin lib
+cp "$(dirname "$0")/gpu-run.sh" "$dest/gpu-run.sh"
+rm -rf "$stage"
+ls -la "$dest"

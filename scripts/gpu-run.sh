@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Runs g4's CUDA tests and benchmarks on a GPU machine from binaries built
+# elsewhere; builds nothing. The binaries come packed in
+# .gpu-carry/g4-gpu.tar.xz (scripts/gpu-pack.sh makes it on a build machine
+# with nvcc); test data is unpacked from the repository's testdata/.
+#
+#   .gpu-carry/gpu-run.sh tests            # tests/backend on "cuda", model + engine tests with G4_TEST_BACKEND=cuda
+#   .gpu-carry/gpu-run.sh bench PRESET:QUANT[:KV] ...   # g4 synth, then decode at batch 1/8/32/64 and prefill
+#   .gpu-carry/gpu-run.sh tests bench e4b:q4 12b:q4     # both
+#   .gpu-carry/gpu-run.sh profile e4b:q4   # per-op device time of a short decode (G4_CUDA_PROFILE)
+#
+# Logs go to $OUT (or /tmp/g4-gpu-out): summary.txt, tests.log, bench.jsonl,
+# misc.log, profile.log; the last lines printed are a short table. Environment: G4_BENCH_BATCHES (default "1 8 32 64"), G4_BENCH_GEN
+# (decode steps, default 64), G4_BENCH_PREFILL (prompt lengths, default
+# "512 4096"), G4_TEST_FILTER (gtest filter for test_backend).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(pwd)
+out=${OUT:-/tmp/g4-gpu-out}
+work=/tmp/g4-gpu
+mkdir -p "$out" "$work"
+summary="$out/summary.txt"
+touch "$summary"  # appended to by every invocation in one run
+note() { echo "$*" | tee -a "$summary"; }
+
+# --- binaries and libraries
+if [ -f "$here/g4-gpu.tar.xz" ] && [ ! -x "$work/bin/g4" ]; then
+  tar -xJf "$here/g4-gpu.tar.xz" -C "$work" || { echo "cannot unpack binaries"; exit 1; }
+fi
+bin=$work/bin
+export LD_LIBRARY_PATH="$work/lib:${LD_LIBRARY_PATH:-}"
+export OMP_WAIT_POLICY=passive
+export G4_BINARY_DIR=$bin G4_REPO_DIR=$repo
+
+# --- test data, unpacked as CMake does (.gz files decompressed)
+if [ ! -d "$work/testdata" ]; then
+  (cd "$repo/testdata" && find . -type f) | while read -r rel; do
+    src="$repo/testdata/$rel"
+    case "$rel" in
+      *.gz) dst="$work/testdata/${rel%.gz}"; mkdir -p "$(dirname "$dst")"; gzip -dc "$src" >"$dst" ;;
+      *) dst="$work/testdata/$rel"; mkdir -p "$(dirname "$dst")"; cp "$src" "$dst" ;;
+    esac
+  done
+fi
+export G4_TESTDATA=$work/testdata
+
+misc="$out/misc.log"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader >>"$misc" 2>&1
+note "gpu: $(head -1 "$misc")"
+ldd "$bin/g4" >"$work/ldd.txt" 2>&1
+if grep -q "not found" "$work/ldd.txt"; then note "missing libraries:"; grep "not found" "$work/ldd.txt" | tee -a "$summary"; fi
+
+# gtest summary of one log: passed / failed counts and the failed names.
+gtest_line() {
+  local log=$1 name=$2
+  local passed failed
+  passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
+  failed=$(grep -oE '\[  FAILED  \] [0-9]+ test' "$log" | grep -oE '[0-9]+' | head -1 || echo 0)
+  note "$(printf '%-14s passed %4s  failed %4s  (%s)' "$name" "${passed:-0}" "${failed:-0}" "$(tail -c 300 "$log" | tr '\n' ' ' | grep -oE 'real [0-9.]+s' || true)")"
+  grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | sort -u | head -40 | tee -a "$summary"
+}
+
+run_tests() {
+  local filter=${G4_TEST_FILTER:-*cuda*}
+  local t0
+  t0=$(date +%s)
+  timeout "${G4_TEST_TIMEOUT:-300}" "$bin/test_backend" --gtest_filter="$filter" >"$work/test_backend.log" 2>&1
+  echo "real $(( $(date +%s) - t0 ))s" >>"$work/test_backend.log"
+  gtest_line "$work/test_backend.log" test_backend
+  cat "$work/test_backend.log" >>"$out/tests.log"
+  for t in test_model test_engine; do
+    [ -x "$bin/$t" ] || continue
+    t0=$(date +%s)
+    G4_TEST_BACKEND=cuda timeout "${G4_TEST_TIMEOUT:-300}" "$bin/$t" ${G4_MODEL_FILTER:+--gtest_filter=$G4_MODEL_FILTER} >"$work/$t.log" 2>&1
+    echo "real $(( $(date +%s) - t0 ))s" >>"$work/$t.log"
+    gtest_line "$work/$t.log" "$t"
+    cat "$work/$t.log" >>"$out/tests.log"
+  done
+}
+
+# bench PRESET:QUANT[:KV]: synthesize the checkpoint in /tmp, then decode
+# at each batch size and prefill at each prompt length; one JSON line each
+# into $out/bench.jsonl, removed afterwards (the disk is small).
+run_bench() {
+  local spec=$1 preset quant kv dir
+  if [ -n "${G4_DEADLINE:-}" ] && [ "$(date +%s)" -gt "$G4_DEADLINE" ]; then note "skipped $spec (deadline)"; return; fi
+  IFS=: read -r preset quant kv <<<"$spec"
+  kv=${kv:-plain:bf16}
+  dir=/tmp/g4-synth-$preset-$quant
+  local t0
+  t0=$(date +%s)
+  if [ ! -f "$dir/config.json" ]; then
+    "$bin/g4" synth --preset "$preset" --quant "$quant" --out "$dir" >>"$misc" 2>&1 ||
+      { note "synth $preset $quant failed: $(tail -2 "$misc")"; rm -rf "$dir"; return 1; }
+  fi
+  note "synth $preset $quant: $(( $(date +%s) - t0 )) s, $(du -sh "$dir" | cut -f1)"
+  local gen=${G4_BENCH_GEN:-64}
+  local bp b p
+  for bp in ${G4_BENCH_BATCHES-1 8 32 64}; do
+    IFS=: read -r b p <<<"$bp"
+    p=${p:-512}
+    "$bin/g4" bench --model "$dir" --backend cuda --kv "$kv" --batch "$b" --prompt "$p" --gen "$gen" \
+      --memcpy-mib "$( [ "$b" = 1 ] && echo 2048 || echo 0)" --chunk 512 --json ${G4_BENCH_EXTRA:-} \
+      >>"$out/bench.jsonl" 2>>"$misc" || note "bench $spec batch $b failed: $(tail -1 "$misc")"
+  done
+  for p in ${G4_BENCH_PREFILL-512 4096}; do
+    "$bin/g4" bench --model "$dir" --backend cuda --kv "$kv" --batch 1 --prompt "$p" --gen 2 --memcpy-mib 0 \
+      --chunk "$p" --json >>"$out/bench.jsonl" 2>>"$misc" || note "prefill $spec $p failed: $(tail -1 "$misc")"
+  done
+  if [ -n "${G4_BENCH_NONINVARIANT:-}" ]; then  # the canonical order's cost: prefill without it
+    G4_CUDA_NONINVARIANT=1 "$bin/g4" bench --model "$dir" --backend cuda --kv "$kv" --batch 1 --prompt 4096 --gen 2 \
+      --memcpy-mib 0 --chunk 4096 --json | sed 's/"kv":"[^"]*"/"kv":"noninv"/' >>"$out/bench.jsonl" 2>>"$misc"
+  fi
+  [ -n "${G4_BENCH_KEEP:-}" ] || rm -rf "$dir"
+}
+
+# profile PRESET:QUANT: per-op device time of a short batch-1 decode.
+run_profile() {
+  local spec=$1 preset quant kv
+  IFS=: read -r preset quant kv <<<"$spec"
+  G4_BENCH_KEEP=1 G4_BENCH_BATCHES= G4_BENCH_PREFILL= run_bench "$spec" || return
+  G4_CUDA_PROFILE=1 "$bin/g4" bench --model "/tmp/g4-synth-$preset-$quant" --backend cuda --kv "${kv:-plain:bf16}" \
+    --batch 1 --prompt 512 --gen 16 --memcpy-mib 0 >>"$out/profile.log" 2>&1
+  note "profile $spec: $(grep -m1 'in ops' "$out/profile.log")"
+  grep '\[cuda profile\]' "$out/profile.log" | head -14 | tee -a "$summary"
+}
+
+bench_table() {
+  [ -s "$out/bench.jsonl" ] || return
+  python3 - "$out/bench.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+print(f"{'model':16} {'kv':10} {'batch':>5} {'prompt':>6} {'prefill tok/s':>13} {'decode tok/s':>12} {'per row':>8} {'GB/s':>6} {'copy':>5}")
+for r in rows:
+    m = r["model"].split("g4-synth-")[-1]
+    copy = f"{r['copy_gb_s']:5.0f}" if "copy_gb_s" in r else "    -"
+    print(f"{m:16} {r['kv']:10} {r['batch']:5d} {r['prompt_tokens']:6d} {r['prefill_tok_s']:13.1f} "
+          f"{r['decode_tok_s']:12.1f} {r['decode_tok_s_per_row']:8.1f} {r['decode_gb_s']:6.0f} {copy}")
+PY
+}
+
+mode=
+for arg in "$@"; do
+  case "$arg" in
+    tests) run_tests ;;
+    bench) mode=bench ;;
+    profile) mode=profile ;;
+    *) if [ "$mode" = bench ]; then run_bench "$arg"; elif [ "$mode" = profile ]; then run_profile "$arg"; fi ;;
+  esac
+done
+bench_table
+echo "== summary"
+cat "$summary"

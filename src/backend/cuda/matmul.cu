@@ -1,0 +1,420 @@
+// MatMul on the GPU: y = x W^T for every weight format, in the canonical
+// order of matmul_core.cuh whatever M is:
+//  - M <= kGemvMaxRows: the matrix-vector kernel: one warp per NR weight
+//    rows and up to MT input rows, lane c computing class c's partials from
+//    inputs staged round by round in shared memory, a warp butterfly
+//    finishing. Weights are read once per MT input rows (the same rows'
+//    blocks run side by side, so repeats hit L2).
+//  - more rows: a tiled GEMM (64 x 64 outputs per block, weight tiles
+//    dequantized into shared memory once for 64 input rows) that computes
+//    the 32 classes one after another and folds them in the butterfly's
+//    tree with a five-level stack.
+#include <algorithm>
+#include <cstdlib>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.h"
+#include "backend/cuda/matmul_core.cuh"
+#include "backend/cuda/sub_profile.h"
+#include "backend/cuda/matmul.cuh"
+#include "core/check.h"
+
+namespace g4::cuda {
+
+// ---------------------------------------------------------------- weights
+
+bool SupportedWeight(const WeightMatrix& w) {
+  if (w.rows < 0 || w.cols < 0) return false;
+  if (!w.is_affine()) return w.dtype == DType::kF32 || w.dtype == DType::kBF16 || w.dtype == DType::kF16;
+  const bool bits_ok = w.bits == 2 || w.bits == 3 || w.bits == 4 || w.bits == 5 || w.bits == 6 || w.bits == 8;
+  const bool group_ok = w.group_size == 32 || w.group_size == 64 || w.group_size == 128;
+  const bool scale_ok = w.scale_dtype == DType::kBF16 || w.scale_dtype == DType::kF16 || w.scale_dtype == DType::kF32;
+  return bits_ok && group_ok && scale_ok && w.cols % w.group_size == 0;
+}
+
+int WeightFormat(const WeightMatrix& w) {
+  if (!w.is_affine()) return w.dtype == DType::kF32 ? kWF32 : w.dtype == DType::kBF16 ? kWBF16 : kWF16;
+  switch (w.bits) {
+    case 2: return kWA2;
+    case 3: return kWA3;
+    case 4: return kWA4;
+    case 5: return kWA5;
+    case 6: return kWA6;
+    default: return kWA8;
+  }
+}
+
+DevWeight MakeDevWeight(const WeightMatrix& w) {
+  DevWeight d;
+  d.rows = w.rows;
+  d.cols = w.cols;
+  if (w.is_affine()) {
+    d.data = w.codes;
+    d.scales = w.scales;
+    d.biases = w.biases;
+    d.row_bytes = w.words_per_row() * 4;
+    d.groups_per_row = w.groups_per_row();
+    d.group = w.group_size;
+    d.scale_type = w.scale_dtype == DType::kF32 ? kSF32 : w.scale_dtype == DType::kBF16 ? kSBF16 : kSF16;
+  } else {
+    d.data = w.data;
+    d.row_bytes = w.cols * static_cast<int64_t>(DTypeSize(w.dtype));
+  }
+  d.vec16 = reinterpret_cast<uintptr_t>(d.data) % 16 == 0 && d.row_bytes % 16 == 0;
+  return d;
+}
+
+// ---------------------------------------------------------------- permute
+
+__global__ void PermuteRowsKernel(const float* __restrict__ x, int64_t ldx, const int32_t* __restrict__ src_rows,
+                                  int32_t rows_per_entry, int64_t q_rows, int64_t K, float* __restrict__ xp) {
+  const int64_t stride4 = PermutedStride(K) / 4;
+  const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (idx >= q_rows * stride4) return;
+  const int64_t q = idx / stride4, f = idx % stride4;
+  // f = (i * 8 + t) * 32 + c: unit 32 i + c, floats 4 t .. 4 t + 3 of it.
+  const int64_t c = f % kClasses, it = f / kClasses, t = it % 8, i = it / 8;
+  const int64_t k0 = (i * kClasses + c) * kUnit + 4 * t;
+  const int64_t src = src_rows ? src_rows[q] / rows_per_entry : q;
+  const float* row = x + src * ldx;
+  float4 v;
+  v.x = k0 < K ? row[k0] : 0.0f;
+  v.y = k0 + 1 < K ? row[k0 + 1] : 0.0f;
+  v.z = k0 + 2 < K ? row[k0 + 2] : 0.0f;
+  v.w = k0 + 3 < K ? row[k0 + 3] : 0.0f;
+  reinterpret_cast<float4*>(xp)[idx] = v;
+}
+
+void PermuteRows(const float* x, int64_t ldx, const int32_t* src_rows, int32_t rows_per_entry, int64_t q_rows,
+                 int64_t K, float* xp, cudaStream_t stream) {
+  const int64_t n = q_rows * (PermutedStride(K) / 4);
+  if (n == 0) return;
+  const int threads = 256;
+  PermuteRowsKernel<<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, stream>>>(
+      x, ldx, src_rows, rows_per_entry, q_rows, K, xp);
+  G4_CUDA_LAUNCHED();
+}
+
+// ---------------------------------------------------------------- GEMV
+
+namespace {
+
+constexpr int kGemvWarps = 4;
+
+// One warp per NR weight rows, MT input rows per block. Round i covers
+// units 32 i .. 32 i + 31 (lane c takes unit 32 i + c): the block stages the
+// round's 1024 input columns of its MT rows in shared memory, permuted so
+// that lane c's pieces are contiguous across the warp, then every warp
+// multiplies its rows. Affine codes of the next round are loaded before the
+// current one is multiplied. Blocks are numbered row block major, M tile
+// minor, so a weight row block's M tiles run together.
+template <int FMT, int MT, int NR>
+__global__ __launch_bounds__(kGemvWarps * 32) void GemvKernel(DevWeight w, const float* __restrict__ x, int64_t ldx,
+                                                               bool xvec, int64_t M, int64_t m_tiles,
+                                                               float* __restrict__ y, int64_t ldy) {
+  __shared__ float4 xs[MT][8 * kClasses];  // [m][piece t][class c]
+  const int lane = threadIdx.x & 31;
+  const int64_t m_tile = blockIdx.x % m_tiles, row_block = blockIdx.x / m_tiles;
+  const int64_t n0 = (row_block * kGemvWarps + (threadIdx.x >> 5)) * NR;
+  const bool active = n0 < w.rows;
+  int64_t rows[NR];
+#pragma unroll
+  for (int r = 0; r < NR; ++r) rows[r] = min(n0 + r, w.rows - 1);
+  const int64_t m0 = m_tile * MT;
+  const int64_t K = w.cols, units = Units(K), rounds = (units + kClasses - 1) / kClasses;
+  float acc[MT][NR];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int r = 0; r < NR; ++r) acc[m][r] = 0.0f;
+
+  constexpr int B = AffineBits(FMT);
+  uint32_t cw[NR][B > 0 ? B : 1];
+  float cs[NR], cb[NR];
+  if constexpr (IsAffine(FMT)) {
+    if (active && lane < units) LoadAffineUnit<B, NR>(w, rows, lane, cw, cs, cb);
+  }
+  for (int64_t i = 0; i < rounds; ++i) {
+    __syncthreads();  // the previous round's inputs are consumed
+    for (int f = threadIdx.x; f < MT * 256; f += kGemvWarps * 32) {
+      const int m = f >> 8, q = f & 255;
+      const int64_t k = i * kRound + 4 * q, row = min(m0 + m, M - 1);
+      const float* xr = x + row * ldx;
+      float4 v;
+      if (xvec && k + 3 < K) {
+        v = *reinterpret_cast<const float4*>(xr + k);
+      } else {
+        v.x = k < K ? xr[k] : 0.0f;
+        v.y = k + 1 < K ? xr[k + 1] : 0.0f;
+        v.z = k + 2 < K ? xr[k + 2] : 0.0f;
+        v.w = k + 3 < K ? xr[k + 3] : 0.0f;
+      }
+      xs[m][(q & 7) * kClasses + (q >> 3)] = v;
+    }
+    __syncthreads();
+    const int64_t u = i * kClasses + lane;
+    if (!active || u >= units) continue;
+    const int kvalid = static_cast<int>(K - u * kUnit < kUnit ? K - u * kUnit : kUnit);
+    float wv[NR][kUnit];
+    if constexpr (IsAffine(FMT)) {
+      uint32_t nw[NR][B];
+      float ns[NR], nb[NR];
+      const bool more = u + kClasses < units;
+      if (more) LoadAffineUnit<B, NR>(w, rows, u + kClasses, nw, ns, nb);
+#pragma unroll
+      for (int r = 0; r < NR; ++r)
+#pragma unroll
+        for (int c = 0; c < kUnit; ++c) wv[r][c] = __fmaf_rn(ChunkCode<B>(cw[r], c), cs[r], cb[r]);
+      if (more) {
+#pragma unroll
+        for (int r = 0; r < NR; ++r) {
+#pragma unroll
+          for (int q = 0; q < B; ++q) cw[r][q] = nw[r][q];
+          cs[r] = ns[r];
+          cb[r] = nb[r];
+        }
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < NR; ++r) DecodeChunk<FMT>(w, rows[r], u, kvalid, wv[r]);
+    }
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      float xv[kUnit];
+#pragma unroll
+      for (int t = 0; t < 8; ++t) {
+        const float4 f = xs[m][t * kClasses + lane];
+        xv[4 * t] = f.x, xv[4 * t + 1] = f.y, xv[4 * t + 2] = f.z, xv[4 * t + 3] = f.w;
+      }
+      if (kvalid == kUnit) {
+#pragma unroll
+        for (int r = 0; r < NR; ++r)
+#pragma unroll
+          for (int c = 0; c < kUnit; ++c) acc[m][r] = __fmaf_rn(xv[c], wv[r][c], acc[m][r]);
+      } else {
+#pragma unroll
+        for (int r = 0; r < NR; ++r)
+#pragma unroll
+          for (int c = 0; c < kUnit; ++c)
+            if (c < kvalid) acc[m][r] = __fmaf_rn(xv[c], wv[r][c], acc[m][r]);
+      }
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+      const float v = WarpSum(acc[m][r]);
+      if (lane == m * NR + r && m0 + m < M && n0 + r < w.rows) y[(m0 + m) * ldy + n0 + r] = v;
+    }
+}
+
+template <int FMT, int MT>
+void LaunchGemv(const DevWeight& w, const float* x, int64_t ldx, int64_t M, float* y, int64_t ldy,
+                cudaStream_t stream) {
+  constexpr int NR = MT <= 4 ? 2 : 1;
+  const bool xvec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && (ldx % 4 == 0 || M == 1);
+  const int64_t m_tiles = (M + MT - 1) / MT;
+  const int64_t row_blocks = (w.rows + kGemvWarps * NR - 1) / (kGemvWarps * NR);
+  GemvKernel<FMT, MT, NR><<<static_cast<unsigned>(row_blocks * m_tiles), kGemvWarps * 32, 0, stream>>>(
+      w, x, ldx, xvec, M, m_tiles, y, ldy);
+  G4_CUDA_LAUNCHED();
+}
+
+template <int FMT>
+void GemvForFormat(const DevWeight& w, const float* x, int64_t ldx, int64_t M, float* y, int64_t ldy,
+                   cudaStream_t stream) {
+  if (M == 1) return LaunchGemv<FMT, 1>(w, x, ldx, M, y, ldy, stream);
+  if (M == 2) return LaunchGemv<FMT, 2>(w, x, ldx, M, y, ldy, stream);
+  if (M <= 4) return LaunchGemv<FMT, 4>(w, x, ldx, M, y, ldy, stream);
+  return LaunchGemv<FMT, 8>(w, x, ldx, M, y, ldy, stream);
+}
+
+// ---------------------------------------------------------------- GEMM
+
+constexpr int kBM = 64, kBN = 64, kFill = 4;  // units per shared-memory fill
+constexpr int kPad = kBM + 4;                  // tile row stride (floats)
+constexpr size_t kGemmSmem = 2 * size_t{kFill} * kUnit * kPad * sizeof(float);
+
+using Tile = float[4][4];
+
+__device__ __forceinline__ void TileZero(Tile& a) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) a[i][j] = 0.0f;
+}
+// a = s + a (the earlier subtree on the left, as the butterfly adds).
+__device__ __forceinline__ void TileFold(const Tile& s, Tile& a) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) a[i][j] = s[i][j] + a[i][j];
+}
+__device__ __forceinline__ void TileCopy(const Tile& a, Tile& s) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) s[i][j] = a[i][j];
+}
+
+// plain: one pass over the units in order, no class folding (not
+// batch-invariant against the matrix-vector kernel; G4_CUDA_NONINVARIANT=1,
+// only to measure what the canonical order costs).
+template <int FMT>
+__global__ __launch_bounds__(256) void GemmKernel(DevWeight w, const float* __restrict__ x, int64_t ldx, int64_t M,
+                                                  float* __restrict__ y, int64_t ldy, bool plain) {
+  extern __shared__ float4 smem4[];
+  float* xs = reinterpret_cast<float*>(smem4);  // [kFill][32][kPad]: x tile, k major
+  float* ws = xs + kFill * kUnit * kPad;        // [kFill][32][kPad]: weight tile, k major
+  const int t = threadIdx.x, tm = t >> 4, tn = t & 15;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kBM, n0 = static_cast<int64_t>(blockIdx.x) * kBN;
+  const int64_t K = w.cols, units = Units(K);
+  Tile s0, s1, s2, s3, s4, p;
+  TileZero(s0), TileZero(s1), TileZero(s2), TileZero(s3), TileZero(s4);
+  const int leaves = plain ? 1 : kClasses;
+  const int64_t ustep = plain ? 1 : kClasses;
+  for (int leaf = 0; leaf < leaves; ++leaf) {
+    const int cls = plain ? 0 : static_cast<int>(__brev(static_cast<unsigned>(leaf)) >> 27);
+    TileZero(p);
+    for (int64_t u0 = cls; u0 < units; u0 += ustep * kFill) {
+      __syncthreads();  // the previous fill is consumed
+      {
+        // Weights: thread t decodes unit u0 + 32 g of weight row n0 + r.
+        const int g = t >> 6, r = t & 63;
+        const int64_t u = u0 + ustep * g, n = n0 + r;
+        if (u < units) {
+          const int kv = static_cast<int>(K - u * kUnit < kUnit ? K - u * kUnit : kUnit);
+          float v[kUnit];
+          if (n < w.rows) {
+            DecodeChunk<FMT>(w, n, u, kv, v);
+          } else {
+#pragma unroll
+            for (int c = 0; c < kUnit; ++c) v[c] = 0.0f;
+          }
+#pragma unroll
+          for (int c = 0; c < kUnit; ++c) ws[(g * kUnit + c) * kPad + r] = v[c];
+        }
+      }
+      // Inputs: kFill x 64 rows x 32 columns.
+#pragma unroll 4
+      for (int q = 0; q < kFill * 8; ++q) {
+        const int idx = t + 256 * q;
+        const int g = idx >> 11, rem = idx & 2047, r = rem >> 5, c = rem & 31;
+        const int64_t u = u0 + ustep * g, k = u * kUnit + c, m = m0 + r;
+        float v = 0.0f;
+        if (u < units && k < K && m < M) v = x[m * ldx + k];
+        xs[(g * kUnit + c) * kPad + r] = v;
+      }
+      __syncthreads();
+#pragma unroll 1
+      for (int g = 0; g < kFill; ++g) {
+        const int64_t u = u0 + ustep * g;
+        if (u >= units) break;
+        const int kv = static_cast<int>(K - u * kUnit < kUnit ? K - u * kUnit : kUnit);
+        const float* xg = xs + g * kUnit * kPad + tm * 4;
+        const float* wg = ws + g * kUnit * kPad + tn * 4;
+#pragma unroll 8
+        for (int k = 0; k < kv; ++k) {
+          const float4 a = *reinterpret_cast<const float4*>(xg + k * kPad);
+          const float4 b = *reinterpret_cast<const float4*>(wg + k * kPad);
+          const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) p[i][j] = __fmaf_rn(av[i], bv[j], p[i][j]);
+        }
+      }
+    }
+    if (plain) break;
+    // Fold leaf `leaf` (class bitrev(leaf)) into the butterfly tree: leaves
+    // come in the tree's in-order sequence, siblings adjacent.
+    if (leaf & 1) {
+      TileFold(s0, p);
+      if (leaf & 2) {
+        TileFold(s1, p);
+        if (leaf & 4) {
+          TileFold(s2, p);
+          if (leaf & 8) {
+            TileFold(s3, p);
+            if (leaf & 16) {
+              TileFold(s4, p);  // the root: p is the result
+            } else {
+              TileCopy(p, s4);
+            }
+          } else {
+            TileCopy(p, s3);
+          }
+        } else {
+          TileCopy(p, s2);
+        }
+      } else {
+        TileCopy(p, s1);
+      }
+    } else {
+      TileCopy(p, s0);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t m = m0 + tm * 4 + i;
+    if (m >= M) continue;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t n = n0 + tn * 4 + j;
+      if (n < w.rows) y[m * ldy + n] = p[i][j];
+    }
+  }
+}
+
+template <int FMT>
+void LaunchGemm(const DevWeight& w, const float* x, int64_t ldx, int64_t M, float* y, int64_t ldy,
+                cudaStream_t stream) {
+  static bool configured = false;  // one thread drives the backend
+  if (!configured) {
+    G4_CUDA_CHECK(cudaFuncSetAttribute(GemmKernel<FMT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(kGemmSmem)));
+    configured = true;
+  }
+  const dim3 grid(static_cast<unsigned>((w.rows + kBN - 1) / kBN), static_cast<unsigned>((M + kBM - 1) / kBM));
+  G4_CHECK_MSG(grid.y <= 65535, "[cuda] MatMul: too many rows for one launch");
+  static const bool plain = [] {
+    const char* e = std::getenv("G4_CUDA_NONINVARIANT");
+    return e != nullptr && e[0] == '1';
+  }();
+  GemmKernel<FMT><<<grid, 256, kGemmSmem, stream>>>(w, x, ldx, M, y, ldy, plain);
+  G4_CUDA_LAUNCHED();
+}
+
+template <int FMT>
+void MatMulFormat(const DevWeight& w, const TensorView& x, const TensorView& y, Scratch& scratch,
+                  cudaStream_t stream) {
+  const int64_t M = x.rows;
+  const int64_t ldx = M > 1 ? x.stride : x.cols, ldy = M > 1 ? y.stride : y.cols;
+  if (M <= kGemvMaxRows) {
+    SubProfile sp(stream, w.rows * w.cols >= (int64_t{1} << 24) ? "matmul gemv (>=16M weights)" : "matmul gemv (small)");
+    GemvForFormat<FMT>(w, x.f32(), ldx, M, y.f32(), ldy, stream);
+  } else {
+    LaunchGemm<FMT>(w, x.f32(), ldx, M, y.f32(), ldy, stream);
+  }
+}
+
+}  // namespace
+
+void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scratch& scratch, cudaStream_t stream) {
+  const DevWeight d = MakeDevWeight(w);
+  switch (WeightFormat(w)) {
+    case kWF32: return MatMulFormat<kWF32>(d, x, y, scratch, stream);
+    case kWBF16: return MatMulFormat<kWBF16>(d, x, y, scratch, stream);
+    case kWF16: return MatMulFormat<kWF16>(d, x, y, scratch, stream);
+    case kWA2: return MatMulFormat<kWA2>(d, x, y, scratch, stream);
+    case kWA3: return MatMulFormat<kWA3>(d, x, y, scratch, stream);
+    case kWA4: return MatMulFormat<kWA4>(d, x, y, scratch, stream);
+    case kWA5: return MatMulFormat<kWA5>(d, x, y, scratch, stream);
+    case kWA6: return MatMulFormat<kWA6>(d, x, y, scratch, stream);
+    default: return MatMulFormat<kWA8>(d, x, y, scratch, stream);
+  }
+}
+
+}  // namespace g4::cuda

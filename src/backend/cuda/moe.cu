@@ -1,0 +1,352 @@
+// MoE on the GPU: routing (softmax, top-k, renormalize, per-expert scale;
+// one warp per row, the host reference's float order) and the routed
+// experts, grouped by expert on the device:
+//  1. one block sorts the step's (row, slot) pairs by expert (order within
+//     an expert is arbitrary: every pair is computed on its own) and cuts
+//     each expert's pairs into tiles of at most MT;
+//  2. the pairs' input rows are gathered and permuted (matmul_core.cuh);
+//  3. per tile, a matrix-vector kernel multiplies them by the tile's
+//     expert: gate and up, GeluMul, then down, each output in MatMul's
+//     canonical order (matmul_core.cuh), so a pair's result is the
+//     bits MatMul + GeluMul give for that row alone;
+//  4. per row, out = fma(weight, expert output, out) from zero over its
+//     experts in ascending id (ties: ascending slot).
+// Nothing depends on which other rows are in the step.
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.h"
+#include "backend/cuda/matmul.cuh"
+#include "backend/cuda/matmul_core.cuh"
+#include "core/check.h"
+
+namespace g4::cuda {
+namespace {
+
+// ---------------------------------------------------------------- routing
+
+constexpr int kRouteWarps = 4;
+
+__global__ __launch_bounds__(kRouteWarps * 32) void RouteKernel(const float* __restrict__ logits, int64_t ldl,
+                                                                 int64_t rows, int experts, int k,
+                                                                 const float* __restrict__ scale, int32_t* ids,
+                                                                 int64_t ldi, float* weights, int64_t ldw) {
+  extern __shared__ float prob_all[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
+  if (t >= rows) return;
+  float* prob = prob_all + warp * experts;
+  const float* l = logits + t * ldl;
+  // max, then exp(l - max), then the sum in expert order (lane 0).
+  float mx = -INFINITY;
+  for (int e = lane; e < experts; e += 32) mx = fmaxf(mx, l[e]);
+  mx = WarpMax(mx);
+  // The reference starts from logits[0] and keeps the larger: the same max.
+  for (int e = lane; e < experts; e += 32) prob[e] = expf(l[e] - mx);
+  __syncwarp();
+  float sum = 0.0f;
+  if (lane == 0)
+    for (int e = 0; e < experts; ++e) sum += prob[e];
+  sum = __shfl_sync(0xffffffffu, sum, 0);
+  for (int e = lane; e < experts; e += 32) prob[e] = prob[e] / sum;
+  __syncwarp();
+  // Top k by (probability desc, expert asc): k rounds of a warp arg-max.
+  float top_sum = 0.0f;
+  int chosen[64];
+  float chosen_p[64];
+  for (int j = 0; j < k; ++j) {
+    float best = -1.0f;
+    int best_e = experts;
+    for (int e = lane; e < experts; e += 32) {
+      bool taken = false;
+      for (int q = 0; q < j; ++q) taken |= chosen[q] == e;
+      const float p = prob[e];
+      if (!taken && (p > best || (p == best && e < best_e))) {
+        best = p;
+        best_e = e;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o >= 1; o >>= 1) {
+      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
+      if (ob > best || (ob == best && oe < best_e)) {
+        best = ob;
+        best_e = oe;
+      }
+    }
+    chosen[j] = best_e;
+    chosen_p[j] = best;
+    top_sum += best;  // in selection order, as the reference
+  }
+  if (lane == 0) {
+    for (int j = 0; j < k; ++j) {
+      ids[t * ldi + j] = chosen[j];
+      weights[t * ldw + j] = chosen_p[j] / top_sum * scale[chosen[j]];
+    }
+  }
+}
+
+// ---------------------------------------------------------------- experts
+
+struct ExpertPtrs {
+  const void* data;
+  const void* scales;
+  const void* biases;
+};
+
+// Per expert, the device pointers of gate, up and down: [3][E], cached by
+// content (a layer's experts are placed once; tests build new ones).
+const ExpertPtrs* ExpertTable(const MoeExpertsArgs& a) {
+  const size_t E = a.gate.size();
+  std::vector<ExpertPtrs> host(3 * E);
+  for (size_t e = 0; e < E; ++e) {
+    const WeightMatrix* m[3] = {&a.gate[e], &a.up[e], &a.down[e]};
+    for (int i = 0; i < 3; ++i) {
+      const WeightMatrix& w = *m[i];
+      host[i * E + e] = w.is_affine() ? ExpertPtrs{w.codes, w.scales, w.biases} : ExpertPtrs{w.data, nullptr, nullptr};
+    }
+  }
+  std::string key(reinterpret_cast<const char*>(host.data()), host.size() * sizeof(ExpertPtrs));
+  static std::mutex mu;
+  static std::unordered_map<std::string, ExpertPtrs*> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  ExpertPtrs* dev = nullptr;
+  G4_CUDA_CHECK(cudaMalloc(&dev, key.size()));
+  G4_CUDA_CHECK(cudaMemcpy(dev, host.data(), key.size(), cudaMemcpyHostToDevice));
+  cache.emplace(std::move(key), dev);
+  return dev;
+}
+
+// Work layout in the MoE scratch (int32 unless noted), for P pairs, E experts.
+struct Plan {
+  int32_t* counts;       // [E]
+  int32_t* cursor;       // [E]
+  int32_t* offsets;      // [E + 1]
+  int32_t* tile_offset;  // [E + 1]
+  int32_t* order;        // [P] slot -> pair
+  int32_t* slot_of;      // [P] pair -> slot
+  int32_t* tile_expert;  // [max tiles]
+  int32_t* tile_start;
+  int32_t* tile_count;
+  int32_t* num_tiles;    // [1]
+};
+
+__global__ __launch_bounds__(1024) void SortPairsKernel(const int32_t* __restrict__ ids, int64_t ldi, int64_t rows,
+                                                        int k, int experts, int mt, Plan p) {
+  const int64_t pairs = rows * k;
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) p.counts[e] = 0, p.cursor[e] = 0;
+  __syncthreads();
+  for (int64_t q = threadIdx.x; q < pairs; q += blockDim.x) {
+    const int32_t e = ids[(q / k) * ldi + q % k];
+    if (e < 0 || e >= experts) __trap();  // ops.h: expert ids in range
+    atomicAdd(&p.counts[e], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t off = 0, tiles = 0;
+    for (int e = 0; e < experts; ++e) {
+      p.offsets[e] = off;
+      p.tile_offset[e] = tiles;
+      off += p.counts[e];
+      tiles += (p.counts[e] + mt - 1) / mt;
+    }
+    p.offsets[experts] = off;
+    p.tile_offset[experts] = tiles;
+    *p.num_tiles = tiles;
+  }
+  __syncthreads();
+  for (int64_t q = threadIdx.x; q < pairs; q += blockDim.x) {
+    const int32_t e = ids[(q / k) * ldi + q % k];
+    const int32_t slot = p.offsets[e] + atomicAdd(&p.cursor[e], 1);
+    p.order[slot] = static_cast<int32_t>(q);
+    p.slot_of[q] = slot;
+  }
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+    const int32_t n = p.counts[e];
+    for (int32_t i = 0; i * mt < n; ++i) {
+      const int32_t tile = p.tile_offset[e] + i;
+      p.tile_expert[tile] = e;
+      p.tile_start[tile] = p.offsets[e] + i * mt;
+      p.tile_count[tile] = min(mt, n - i * mt);
+    }
+  }
+}
+
+constexpr int kMoeWarps = 4;
+
+// out[slot, n] for the slots of tile blockIdx.y and weight rows of this
+// block's warps: expert tile_expert's matrix `which` (0 gate, 1 up, 2 down).
+template <int FMT, int MT>
+__global__ __launch_bounds__(kMoeWarps * 32) void MoeGemvKernel(DevWeight w, const ExpertPtrs* __restrict__ table,
+                                                                 int experts, Plan p, const float* __restrict__ xp,
+                                                                 int64_t xp_stride, float* __restrict__ out,
+                                                                 int64_t ldo) {
+  const int tile = blockIdx.y;
+  if (tile >= *p.num_tiles) return;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kMoeWarps + (threadIdx.x >> 5);
+  if (n0 >= w.rows) return;
+  const int lane = threadIdx.x & 31;
+  const int e = p.tile_expert[tile], start = p.tile_start[tile], count = p.tile_count[tile];
+  const ExpertPtrs ptr = table[e];
+  w.data = ptr.data;
+  w.scales = ptr.scales;
+  w.biases = ptr.biases;
+  w.vec16 = w.vec16 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+  int64_t rows[1] = {n0}, xrow[MT];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) xrow[m] = start + min(m, count - 1);
+  float acc[MT][1];
+  LanePartials<FMT, MT, 1>(w, rows, xp, xp_stride, xrow, lane, acc);
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    const float v = WarpSum(acc[m][0]);
+    if (lane == m % 32 && m < count) out[(start + m) * ldo + n0] = v;
+  }
+}
+
+template <int FMT>
+void LaunchMoeGemv(int mt, const DevWeight& w, const ExpertPtrs* table, int experts, const Plan& p, int max_tiles,
+                   const float* xp, int64_t xp_stride, float* out, int64_t ldo, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((w.rows + kMoeWarps - 1) / kMoeWarps), static_cast<unsigned>(max_tiles));
+  if (mt == 1) {
+    MoeGemvKernel<FMT, 1><<<grid, kMoeWarps * 32, 0, stream>>>(w, table, experts, p, xp, xp_stride, out, ldo);
+  } else {
+    MoeGemvKernel<FMT, 16><<<grid, kMoeWarps * 32, 0, stream>>>(w, table, experts, p, xp, xp_stride, out, ldo);
+  }
+  G4_CUDA_LAUNCHED();
+}
+
+void MoeGemv(int fmt, int mt, const DevWeight& w, const ExpertPtrs* table, int experts, const Plan& p, int max_tiles,
+             const float* xp, int64_t xp_stride, float* out, int64_t ldo, cudaStream_t stream) {
+  switch (fmt) {
+    case kWF32: return LaunchMoeGemv<kWF32>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
+    case kWBF16: return LaunchMoeGemv<kWBF16>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
+    case kWF16: return LaunchMoeGemv<kWF16>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
+    case kWA2: return LaunchMoeGemv<kWA2>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
+    case kWA3: return LaunchMoeGemv<kWA3>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
+    case kWA4: return LaunchMoeGemv<kWA4>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
+    case kWA5: return LaunchMoeGemv<kWA5>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
+    case kWA6: return LaunchMoeGemv<kWA6>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
+    default: return LaunchMoeGemv<kWA8>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
+  }
+}
+
+__global__ void GeluMulFlatKernel(float* g, const float* u, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) g[i] = GeluTanh(g[i]) * u[i];
+}
+
+// out[t, c] = sum over the row's experts in ascending id (ties: slot) of
+// fma(weight, y[slot], .), from zero.
+__global__ void CombineKernel(const int32_t* __restrict__ ids, int64_t ldi, const float* __restrict__ wts,
+                              int64_t ldw, int k, const int32_t* __restrict__ slot_of, const float* __restrict__ y,
+                              int64_t hidden, int64_t rows, float* out, int64_t ldo) {
+  const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (idx >= rows * hidden) return;
+  const int64_t t = idx / hidden, c = idx % hidden;
+  const int32_t* id = ids + t * ldi;
+  float acc = 0.0f;
+  // Selection of the next (id, j) in ascending order, k rounds.
+  int prev_id = -1, prev_j = -1;
+  for (int n = 0; n < k; ++n) {
+    int best_j = -1, best_id = 0;
+    for (int j = 0; j < k; ++j) {
+      const int e = id[j];
+      const bool after = e > prev_id || (e == prev_id && j > prev_j);
+      if (after && (best_j < 0 || e < best_id)) best_j = j, best_id = e;
+    }
+    acc = __fmaf_rn(wts[t * ldw + best_j], y[static_cast<int64_t>(slot_of[t * k + best_j]) * hidden + c], acc);
+    prev_id = best_id;
+    prev_j = best_j;
+  }
+  out[t * ldo + c] = acc;
+}
+
+size_t Align(size_t n) { return (n + 255) / 256 * 256; }
+
+}  // namespace
+
+void MoeRoute(const TensorView& logits, int top_k, const float* per_expert_scale, const TensorView& ids,
+              const TensorView& weights, cudaStream_t stream) {
+  const int experts = static_cast<int>(logits.cols);
+  const int64_t blocks = (logits.rows + kRouteWarps - 1) / kRouteWarps;
+  const size_t smem = static_cast<size_t>(kRouteWarps) * experts * sizeof(float);
+  RouteKernel<<<static_cast<unsigned>(blocks), kRouteWarps * 32, smem, stream>>>(
+      logits.f32(), logits.rows > 1 ? logits.stride : logits.cols, logits.rows, experts, top_k, per_expert_scale,
+      ids.i32(), ids.rows > 1 ? ids.stride : ids.cols, weights.f32(), weights.rows > 1 ? weights.stride : weights.cols);
+  G4_CUDA_LAUNCHED();
+}
+
+void MoeExperts(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream) {
+  const int64_t rows = a.x.rows, hidden = a.x.cols, width = a.gate[0].rows;
+  const int k = static_cast<int>(a.ids.cols), E = static_cast<int>(a.gate.size());
+  const int64_t P = rows * k;
+  G4_CHECK_MSG(P < (int64_t{1} << 31) && E <= 4096, "[cuda] MoeExperts: too many pairs or experts");
+  for (int e = 1; e < E; ++e) {
+    G4_CHECK_MSG(WeightFormat(a.gate[e]) == WeightFormat(a.gate[0]) && WeightFormat(a.up[e]) == WeightFormat(a.up[0]) &&
+                     WeightFormat(a.down[e]) == WeightFormat(a.down[0]) &&
+                     a.gate[e].group_size == a.gate[0].group_size && a.up[e].group_size == a.up[0].group_size &&
+                     a.down[e].group_size == a.down[0].group_size &&
+                     a.gate[e].scale_dtype == a.gate[0].scale_dtype && a.up[e].scale_dtype == a.up[0].scale_dtype &&
+                     a.down[e].scale_dtype == a.down[0].scale_dtype,
+                 "[cuda] MoeExperts: experts of one layer must share their formats");
+  }
+  // Few pairs per expert: tiles of one pair (decode); else tiles of 16.
+  const int mt = P <= E ? 1 : 16;
+  const int64_t max_tiles = (P + mt - 1) / mt + E;
+  G4_CHECK_MSG(max_tiles <= 65535, "[cuda] MoeExperts: too many expert tiles for one launch");
+  const int64_t sx = PermutedStride(hidden), sh = PermutedStride(width);
+  // Scratch: the plan, then float buffers.
+  const size_t ints = Align((4 * (E + 1) + 2 * P + 3 * max_tiles + 1) * sizeof(int32_t));
+  const size_t fl_xp = Align(P * sx * 4), fl_g = Align(P * width * 4), fl_hp = Align(P * sh * 4),
+               fl_y = Align(P * hidden * 4);
+  char* base = static_cast<char*>(scratch.Get(Scratch::kMoe, ints + fl_xp + 2 * fl_g + fl_hp + fl_y));
+  int32_t* ip = reinterpret_cast<int32_t*>(base);
+  Plan plan;
+  plan.counts = ip, ip += E + 1;
+  plan.cursor = ip, ip += E + 1;
+  plan.offsets = ip, ip += E + 1;
+  plan.tile_offset = ip, ip += E + 1;
+  plan.order = ip, ip += P;
+  plan.slot_of = ip, ip += P;
+  plan.tile_expert = ip, ip += max_tiles;
+  plan.tile_start = ip, ip += max_tiles;
+  plan.tile_count = ip, ip += max_tiles;
+  plan.num_tiles = ip;
+  float* xp = reinterpret_cast<float*>(base + ints);
+  float* g = reinterpret_cast<float*>(base + ints + fl_xp);
+  float* u = reinterpret_cast<float*>(base + ints + fl_xp + fl_g);
+  float* hp = reinterpret_cast<float*>(base + ints + fl_xp + 2 * fl_g);
+  float* y = reinterpret_cast<float*>(base + ints + fl_xp + 2 * fl_g + fl_hp);
+
+  const int64_t ldi = rows > 1 ? a.ids.stride : a.ids.cols;
+  SortPairsKernel<<<1, 1024, 0, stream>>>(a.ids.i32(), ldi, rows, k, E, mt, plan);
+  G4_CUDA_LAUNCHED();
+  PermuteRows(a.x.f32(), rows > 1 ? a.x.stride : a.x.cols, plan.order, k, P, hidden, xp, stream);
+
+  const ExpertPtrs* table = ExpertTable(a);
+  const DevWeight wg = MakeDevWeight(a.gate[0]), wu = MakeDevWeight(a.up[0]), wd = MakeDevWeight(a.down[0]);
+  // vec16 also needs each expert's own pointer aligned: checked per block.
+  MoeGemv(WeightFormat(a.gate[0]), mt, wg, table, E, plan, static_cast<int>(max_tiles), xp, sx, g, width, stream);
+  MoeGemv(WeightFormat(a.up[0]), mt, wu, table + E, E, plan, static_cast<int>(max_tiles), xp, sx, u, width, stream);
+  const int64_t n = P * width;
+  GeluMulFlatKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(g, u, n);
+  G4_CUDA_LAUNCHED();
+  PermuteRows(g, width, nullptr, 1, P, width, hp, stream);
+  MoeGemv(WeightFormat(a.down[0]), mt, wd, table + 2 * E, E, plan, static_cast<int>(max_tiles), hp, sh, y, hidden,
+          stream);
+  const int64_t total = rows * hidden;
+  CombineKernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
+      a.ids.i32(), ldi, a.weights.f32(), rows > 1 ? a.weights.stride : a.weights.cols, k, plan.slot_of, y, hidden,
+      rows, a.out.f32(), rows > 1 ? a.out.stride : a.out.cols);
+  G4_CUDA_LAUNCHED();
+}
+
+}  // namespace g4::cuda

@@ -1,0 +1,45 @@
+// RMSNorm as HF Gemma 4 computes it in float32:
+//   y = (x * (mean(x^2) + eps)^-1/2) * weight.
+// One warp per row: lane l sums the squares of columns l, l + 32, ... in
+// order, the warp butterfly adds the 32 partials; the order depends only on
+// the row length. The row is read completely before any y is written, so y
+// may alias x.
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_common.cuh"
+#include "backend/cuda/launch.h"
+
+namespace g4::cuda {
+namespace {
+
+constexpr int kRowsPerBlock = 8;
+
+__global__ __launch_bounds__(kRowsPerBlock * 32) void RmsNormKernel(const float* __restrict__ x, int64_t ldx,
+                                                                     int64_t rows, int64_t d,
+                                                                     const float* __restrict__ weight, float eps,
+                                                                     float* y, int64_t ldy) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
+  if (r >= rows) return;
+  const int lane = threadIdx.x & 31;
+  const float* xr = x + r * ldx;
+  float ss = 0.0f;
+  for (int64_t c = lane; c < d; c += 32) ss = __fmaf_rn(xr[c], xr[c], ss);
+  ss = WarpSum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
+  float* yr = y + r * ldy;
+  for (int64_t c = lane; c < d; c += 32) {
+    const float v = xr[c] * inv;
+    yr[c] = weight ? v * weight[c] : v;
+  }
+}
+
+}  // namespace
+
+void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorView& y, cudaStream_t stream) {
+  const int64_t ldx = x.rows > 1 ? x.stride : x.cols, ldy = y.rows > 1 ? y.stride : y.cols;
+  const int64_t blocks = (x.rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  RmsNormKernel<<<static_cast<unsigned>(blocks), kRowsPerBlock * 32, 0, stream>>>(x.f32(), ldx, x.rows, x.cols,
+                                                                                   weight, eps, y.f32(), ldy);
+  G4_CUDA_LAUNCHED();
+}
+
+}  // namespace g4::cuda
