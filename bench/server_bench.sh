@@ -6,7 +6,7 @@
 # of a long prompt, cold (nothing cached) and warm (the same prompt again,
 # from the prefix cache). Prints JSON lines.
 # Usage: bench/server_bench.sh [MODEL_DIR] [GEN_TOKENS] [CONCURRENCIES...]
-# Environment: G4_BIN (default build/g4); G4_BENCH_ARGS, flags given to both
+# Environment: G4_BIN (default build/g4); G4_REPS (runs per level, default 3); G4_BENCH_ARGS, flags given to both
 # `g4 serve` and `g4 bench` (e.g. "--backend cuda"); G4_BAN, token ids the
 # load generator bans so answers run to max_tokens (default 1,6: the demo
 # model's end-of-text ids). The load generator is bench/server_load.mjs under
@@ -37,7 +37,7 @@ grep -o 'ready in [0-9.]* s' "$log" | sed 's/^/{"serve":"/; s/$/"}/'
 # In process and served alternate (three times each), so a machine whose
 # load drifts treats both alike.
 for n in "${levels[@]}"; do
-  for rep in 1 2 3; do
+  for rep in $(seq "${G4_REPS:-3}"); do
     inproc=$($g4 bench "$model" --prompt 32 --gen "$gen" --batch "$n" --json "${extra[@]}" 2>/dev/null | tail -1)
     served=$("${load[@]}" --url "$url" --streams "$n" --requests 1 --max-tokens "$gen" \
              --prompt-words $((18 + rep)) --ban "$ban")
