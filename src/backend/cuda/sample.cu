@@ -145,20 +145,35 @@ __global__ __launch_bounds__(kThreads) void GreedyKernel(SampleParamsDev a) {
     }
   }
   __syncthreads();
-  // NaN as -inf, +inf as the largest float; then the argmax.
+  // NaN as -inf, +inf as the largest float; then the argmax. A row with a
+  // NaN (a broken model) reports kNonFiniteLogits instead of a token.
   Best b{0.0f, -1};
+  int saw_nan = 0;
   for (int i = threadIdx.x; i < V; i += blockDim.x) {
     float v = l[i];
+    saw_nan |= isnan(v);
     v = isnan(v) ? -INFINITY : (v == INFINITY ? FLT_MAX : v);
     l[i] = v;
     const Best c{v, i};
     if (Better(c, b)) b = c;
   }
+  saw_nan = __syncthreads_or(saw_nan);
   b = BlockBest(b, best_shared);
   const float max = b.v;
-  const int token = max > -INFINITY ? b.i : 0;
+  const int token = saw_nan ? kNonFiniteLogits : (max > -INFINITY ? b.i : 0);
   if (threadIdx.x == 0) a.out_ids[r * a.ld_out] = token;
   if (a.top < 0) return;
+  if (saw_nan) {  // no distribution to report (the CPU backend writes the same)
+    if (threadIdx.x == 0) {
+      a.lp_ids[r * a.ld_lp_ids] = token;
+      a.lp_values[r * a.ld_lp_values] = 0.0f;
+    }
+    for (int j = threadIdx.x; j < a.top; j += blockDim.x) {
+      a.lp_ids[r * a.ld_lp_ids + 1 + j] = -1;
+      a.lp_values[r * a.ld_lp_values + 1 + j] = -INFINITY;
+    }
+    return;
+  }
   // Logprobs: lse = max + log(sum exp(l - max)).
   double s = 0;
   for (int i = threadIdx.x; i < V; i += blockDim.x) s += exp(static_cast<double>(l[i]) - max);
