@@ -2,6 +2,8 @@
 // (moe.cu): the device view of a WeightMatrix and the GEMV / GEMM switch.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 #include "backend/cuda/weight_access.cuh"
@@ -15,5 +17,10 @@ constexpr int64_t kGemvMaxRows = 64;
 // The kernel view of a placed weight matrix, and its WFmt.
 DevWeight MakeDevWeight(const WeightMatrix& w);
 int WeightFormat(const WeightMatrix& w);
+
+// gemv_one.cu: y[0, n] for one input row x (contiguous) and affine weights,
+// in the canonical order; false (nothing queued) where it does not apply
+// (dense weights, K beyond its shared-memory row).
+bool GemvOneRow(const DevWeight& w, int fmt, const float* x, float* y, cudaStream_t stream);
 
 }  // namespace g4::cuda

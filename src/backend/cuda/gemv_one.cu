@@ -1,0 +1,185 @@
+// MatMul for one input row and affine weights (batch-1 decode): the
+// canonical order of matmul_core.cuh, laid out for memory bandwidth.
+//
+// Each block stages the whole input row in shared memory once, permuted
+// (round i, piece t, class c: lane c's 32 floats of a unit are 8 float4 a
+// warp reads without bank conflicts), after issuing its first weight loads;
+// then each warp computes NR weight rows with no further barrier, lane c
+// taking class c (units c, c + 32, ...), the next unit's codes and scales
+// loaded while the current one is multiplied, and the warp butterfly
+// finishes. NR and the block size grow with the number of weight rows, so
+// small matrices still spread over the SMs and large ones keep more bytes
+// in flight per lane. The bits are those of the other MatMul kernels: a
+// weight element is fma(q, scale, bias), acc = fma(x, w, acc) column by
+// column, the same butterfly.
+//
+// 4-bit codes skip the shift per element: nibble j of a word, masked in
+// place (q * 16^j < 2^20) and or-ed into the mantissa of 2^23, is q * 16^j
+// exactly; with the scale pre-multiplied by 16^-j (exact while the scale is
+// not tiny: |s| >= 2^-100 or 0, checked per unit, else the plain path)
+// fma(q 16^j, s 16^-j, b) rounds q s + b once, as fma(q, s, b) does.
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/matmul.cuh"
+#include "backend/cuda/matmul_core.cuh"
+
+namespace g4::cuda {
+namespace {
+
+constexpr int kMaxSmem = 200 * 1024;  // the staged row: K up to 51200
+
+__device__ __forceinline__ float Magic(uint32_t bits) { return __uint_as_float(0x4B000000u | bits) - 8388608.0f; }
+
+// acc[r] += unit (codes cw[r], scale s[r], bias b[r]) . xv, columns in order.
+template <int B, int NR>
+__device__ __forceinline__ void UnitAffine(const uint32_t (&cw)[NR][B], const float (&s)[NR], const float (&b)[NR],
+                                           const float (&xv)[kUnit], float (&acc)[NR]) {
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    bool fast = false;
+    if constexpr (B == 4) fast = !(fabsf(s[r]) < 0x1p-100f) || s[r] == 0.0f;
+    if (fast) {
+      const float s0 = s[r], s1 = s[r] * 0x1p-4f, s2 = s[r] * 0x1p-8f, s3 = s[r] * 0x1p-12f, s4 = s[r] * 0x1p-16f;
+      const float br = b[r];
+      float a = acc[r];
+#pragma unroll
+      for (int q = 0; q < B; ++q) {
+        const uint32_t w = cw[r][q], h = w >> 12;
+        a = __fmaf_rn(xv[8 * q + 0], __fmaf_rn(Magic(w & 0xFu), s0, br), a);
+        a = __fmaf_rn(xv[8 * q + 1], __fmaf_rn(Magic(w & 0xF0u), s1, br), a);
+        a = __fmaf_rn(xv[8 * q + 2], __fmaf_rn(Magic(w & 0xF00u), s2, br), a);
+        a = __fmaf_rn(xv[8 * q + 3], __fmaf_rn(Magic(w & 0xF000u), s3, br), a);
+        a = __fmaf_rn(xv[8 * q + 4], __fmaf_rn(Magic(w & 0xF0000u), s4, br), a);
+        a = __fmaf_rn(xv[8 * q + 5], __fmaf_rn(Magic(h & 0xF00u), s2, br), a);
+        a = __fmaf_rn(xv[8 * q + 6], __fmaf_rn(Magic(h & 0xF000u), s3, br), a);
+        a = __fmaf_rn(xv[8 * q + 7], __fmaf_rn(Magic(h & 0xF0000u), s4, br), a);
+      }
+      acc[r] = a;
+    } else {
+#pragma unroll
+      for (int c = 0; c < kUnit; ++c) acc[r] = __fmaf_rn(xv[c], __fmaf_rn(ChunkCode<B>(cw[r], c), s[r], b[r]), acc[r]);
+    }
+  }
+}
+
+template <int B, int NR>
+__device__ __forceinline__ void LoadUnit(const DevWeight& w, const int64_t (&rows)[NR], int64_t u, int ushift,
+                                         uint32_t (&words)[NR][B], float (&s)[NR], float (&b)[NR]) {
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    LoadChunkWords<B>(w, rows[r], u, words[r]);
+    const int64_t g = rows[r] * w.groups_per_row + (u >> ushift);
+    s[r] = LoadScale(w.scale_type, w.scales, g);
+    b[r] = LoadScale(w.scale_type, w.biases, g);
+  }
+}
+
+template <int FMT, int NR>
+__global__ __launch_bounds__(256) void GemvOneKernel(DevWeight w, const float* __restrict__ x, bool xvec,
+                                                     float* __restrict__ y, int ushift) {
+  extern __shared__ float4 xs[];  // [round][piece t][class c]
+  constexpr int B = AffineBits(FMT);
+  const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * warps + (threadIdx.x >> 5)) * NR;
+  const bool active = n0 < w.rows;
+  int64_t rows[NR];
+#pragma unroll
+  for (int r = 0; r < NR; ++r) rows[r] = min(n0 + r, w.rows - 1);
+  const int64_t K = w.cols, units = Units(K), rounds = (units + kClasses - 1) / kClasses;
+  uint32_t cw[NR][B];
+  float cs[NR], cb[NR];
+  if (active && lane < units) LoadUnit<B, NR>(w, rows, lane, ushift, cw, cs, cb);
+  for (int64_t f = threadIdx.x; f < rounds * 256; f += blockDim.x) {
+    const int64_t i = f >> 8, k = i * kRound + 4 * (f & 255);
+    const int q = static_cast<int>(f & 255);
+    float4 v;
+    if (xvec && k + 3 < K) {
+      v = *reinterpret_cast<const float4*>(x + k);
+    } else {
+      v.x = k < K ? x[k] : 0.0f;
+      v.y = k + 1 < K ? x[k + 1] : 0.0f;
+      v.z = k + 2 < K ? x[k + 2] : 0.0f;
+      v.w = k + 3 < K ? x[k + 3] : 0.0f;
+    }
+    xs[i * 256 + (q & 7) * kClasses + (q >> 3)] = v;
+  }
+  __syncthreads();
+  if (!active) return;
+  float acc[NR];
+#pragma unroll
+  for (int r = 0; r < NR; ++r) acc[r] = 0.0f;
+  for (int64_t u = lane; u < units; u += kClasses) {
+    uint32_t nw[NR][B];
+    float ns[NR], nb[NR];
+    const bool more = u + kClasses < units;
+    if (more) LoadUnit<B, NR>(w, rows, u + kClasses, ushift, nw, ns, nb);
+    const float4* xq = xs + (u >> 5) * 256 + lane;
+    float xv[kUnit];
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+      const float4 f = xq[t * kClasses];
+      xv[4 * t] = f.x, xv[4 * t + 1] = f.y, xv[4 * t + 2] = f.z, xv[4 * t + 3] = f.w;
+    }
+    UnitAffine<B, NR>(cw, cs, cb, xv, acc);
+    if (more) {
+#pragma unroll
+      for (int r = 0; r < NR; ++r) {
+#pragma unroll
+        for (int q = 0; q < B; ++q) cw[r][q] = nw[r][q];
+        cs[r] = ns[r];
+        cb[r] = nb[r];
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    const float v = WarpSum(acc[r]);
+    if (lane == r && n0 + r < w.rows) y[n0 + r] = v;
+  }
+}
+
+template <int FMT, int NR>
+void Launch(const DevWeight& w, const float* x, float* y, int warps, size_t smem, int ushift, cudaStream_t stream) {
+  static bool configured = false;  // one thread drives the backend
+  if (!configured) {
+    G4_CUDA_CHECK(cudaFuncSetAttribute(GemvOneKernel<FMT, NR>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem));
+    configured = true;
+  }
+  const int64_t per_block = int64_t{warps} * NR;
+  const bool xvec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  GemvOneKernel<FMT, NR><<<static_cast<unsigned>((w.rows + per_block - 1) / per_block), warps * 32, smem, stream>>>(
+      w, x, xvec, y, ushift);
+  G4_CUDA_LAUNCHED();
+}
+
+template <int FMT>
+void LaunchFormat(const DevWeight& w, const float* x, float* y, size_t smem, int ushift, cudaStream_t stream) {
+  // Rows per warp and warps per block: enough blocks for 132 SMs twice over
+  // where the matrix allows.
+  if (w.rows >= 8448) return Launch<FMT, 4>(w, x, y, 8, smem, ushift, stream);
+  if (w.rows >= 2112) return Launch<FMT, 2>(w, x, y, 8, smem, ushift, stream);
+  return Launch<FMT, 1>(w, x, y, w.rows >= 1056 ? 8 : 4, smem, ushift, stream);
+}
+
+}  // namespace
+
+bool GemvOneRow(const DevWeight& w, int fmt, const float* x, float* y, cudaStream_t stream) {
+  if (!IsAffine(fmt) || w.rows == 0) return false;
+  const int64_t rounds = (Units(w.cols) + kClasses - 1) / kClasses;
+  const size_t smem = static_cast<size_t>(rounds) * 256 * sizeof(float4);
+  if (smem == 0 || smem > kMaxSmem) return false;
+  const int ushift = w.group == 32 ? 0 : w.group == 64 ? 1 : 2;
+  switch (fmt) {
+    case kWA2: LaunchFormat<kWA2>(w, x, y, smem, ushift, stream); break;
+    case kWA3: LaunchFormat<kWA3>(w, x, y, smem, ushift, stream); break;
+    case kWA4: LaunchFormat<kWA4>(w, x, y, smem, ushift, stream); break;
+    case kWA5: LaunchFormat<kWA5>(w, x, y, smem, ushift, stream); break;
+    case kWA6: LaunchFormat<kWA6>(w, x, y, smem, ushift, stream); break;
+    default: LaunchFormat<kWA8>(w, x, y, smem, ushift, stream); break;
+  }
+  return true;
+}
+
+}  // namespace g4::cuda
