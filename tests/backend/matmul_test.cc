@@ -182,6 +182,9 @@ TEST_P(MatMulTest, OneInputRowManyWeightRows) {
   CheckMatMul(backend(), testing::MakeAffine(8500, 384, 4, 128, DType::kF32, ++seed), 1, ++seed);
   CheckMatMul(backend(), testing::MakeAffine(1100, 1152, 8, 64, DType::kBF16, ++seed), 1, ++seed);
   CheckMatMul(backend(), testing::MakeAffine(3001, 192, 2, 64, DType::kBF16, ++seed), 1, ++seed);
+  // A few input rows with K staged in several chunks.
+  const testing::TestWeights long_k = testing::MakeAffine(300, 6400, 4, 64, DType::kBF16, ++seed);
+  for (int64_t m : {2, 5, 8, 13}) CheckMatMul(backend(), long_k, m, ++seed, m % 2 ? 3 : 0, 0);
 }
 
 TEST_P(MatMulTest, ManyRowsUnevenSplits) {

@@ -394,7 +394,7 @@ void MatMulFormat(const DevWeight& w, const TensorView& x, const TensorView& y, 
   const int64_t ldx = M > 1 ? x.stride : x.cols, ldy = M > 1 ? y.stride : y.cols;
   if (M <= kGemvMaxRows) {
     SubProfile sp(stream, w.rows * w.cols >= (int64_t{1} << 24) ? "matmul gemv (>=16M weights)" : "matmul gemv (small)");
-    if (M == 1 && GemvOneRow(w, FMT, x.f32(), y.f32(), stream)) return;
+    if (GemvFewRows(w, FMT, x.f32(), ldx, M, y.f32(), ldy, stream)) return;
     GemvForFormat<FMT>(w, x.f32(), ldx, M, y.f32(), ldy, stream);
   } else {
     LaunchGemm<FMT>(w, x.f32(), ldx, M, y.f32(), ldy, stream);

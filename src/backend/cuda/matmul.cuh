@@ -18,9 +18,11 @@ constexpr int64_t kGemvMaxRows = 64;
 DevWeight MakeDevWeight(const WeightMatrix& w);
 int WeightFormat(const WeightMatrix& w);
 
-// gemv_one.cu: y[0, n] for one input row x (contiguous) and affine weights,
-// in the canonical order; false (nothing queued) where it does not apply
-// (dense weights, K beyond its shared-memory row).
-bool GemvOneRow(const DevWeight& w, int fmt, const float* x, float* y, cudaStream_t stream);
+// gemv_one.cu: y = x W^T for 1..kGemvMaxRows input rows (x rows ldx apart,
+// y rows ldy apart) and affine weights, in the canonical order; false
+// (nothing queued) where it does not apply (dense weights, one row longer
+// than its shared-memory stage).
+bool GemvFewRows(const DevWeight& w, int fmt, const float* x, int64_t ldx, int64_t M, float* y, int64_t ldy,
+                 cudaStream_t stream);
 
 }  // namespace g4::cuda

@@ -21,11 +21,22 @@ __global__ __launch_bounds__(kRowsPerBlock * 32) void RmsNormKernel(const float*
   if (r >= rows) return;
   const int lane = threadIdx.x & 31;
   const float* xr = x + r * ldx;
+  // The same sequential chain per lane, its loads issued 8 at a time (a
+  // decode row is one warp's work: latency, not bandwidth, bounds it).
   float ss = 0.0f;
-  for (int64_t c = lane; c < d; c += 32) ss = __fmaf_rn(xr[c], xr[c], ss);
+  int64_t c = lane;
+  for (; c + 7 * 32 < d; c += 8 * 32) {
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = xr[c + 32 * i];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ss = __fmaf_rn(v[i], v[i], ss);
+  }
+  for (; c < d; c += 32) ss = __fmaf_rn(xr[c], xr[c], ss);
   ss = WarpSum(ss);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
   float* yr = y + r * ldy;
+#pragma unroll 8
   for (int64_t c = lane; c < d; c += 32) {
     const float v = xr[c] * inv;
     yr[c] = weight ? v * weight[c] : v;
