@@ -22,6 +22,7 @@
 // fma(q 16^j, s 16^-j, b) rounds q s + b once, as fma(q, s, b) does.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/matmul.cuh"
@@ -77,6 +78,112 @@ __device__ __forceinline__ void LoadUnit(const DevWeight& w, const int64_t (&row
     s[r] = LoadScale(w.scale_type, w.scales, g);
     b[r] = LoadScale(w.scale_type, w.biases, g);
   }
+}
+
+// One input row, NR weight rows per warp, persistent: the block stages x
+// once, then takes row groups blockIdx.x, + gridDim.x, ...; a lane's loads
+// run one unit ahead across row groups too (the next group's first unit is
+// in flight while the current group's last one is multiplied).
+template <int FMT, int NR>
+__global__ __launch_bounds__(256, 2) void GemvRowKernel(DevWeight w, const float* __restrict__ x, bool xvec,
+                                                     float* __restrict__ y, int ushift) {
+  extern __shared__ float4 xs[];  // [round][piece t][class c]
+  constexpr int B = AffineBits(FMT);
+  const int lane = threadIdx.x & 31, warps = blockDim.x >> 5, warp = threadIdx.x >> 5;
+  const int64_t K = w.cols, units = Units(K), rounds = (units + kClasses - 1) / kClasses;
+  const int64_t groups = (w.rows + int64_t{warps} * NR - 1) / (int64_t{warps} * NR);
+  auto first_row = [&](int64_t g) { return (g * warps + warp) * NR; };
+  int64_t g = blockIdx.x;
+  int64_t n0 = first_row(g);
+  int64_t rows[NR];
+#pragma unroll
+  for (int r = 0; r < NR; ++r) rows[r] = min(n0 + r, w.rows - 1);
+  uint32_t cw[NR][B];
+  float cs[NR], cb[NR];
+  if (n0 < w.rows && lane < units) LoadUnit<B, NR>(w, rows, lane, ushift, cw, cs, cb);
+  for (int64_t f = threadIdx.x; f < rounds * 256; f += blockDim.x) {
+    const int64_t i = f >> 8, k = i * kRound + 4 * (f & 255);
+    const int q = static_cast<int>(f & 255);
+    float4 v;
+    if (xvec && k + 3 < K) {
+      v = *reinterpret_cast<const float4*>(x + k);
+    } else {
+      v.x = k < K ? x[k] : 0.0f;
+      v.y = k + 1 < K ? x[k + 1] : 0.0f;
+      v.z = k + 2 < K ? x[k + 2] : 0.0f;
+      v.w = k + 3 < K ? x[k + 3] : 0.0f;
+    }
+    xs[i * 256 + (q & 7) * kClasses + (q >> 3)] = v;
+  }
+  __syncthreads();
+  while (g < groups && n0 < w.rows) {  // warp-uniform
+    const int64_t g_next = g + gridDim.x, n_next = first_row(g_next);
+    const bool next_group = g_next < groups && n_next < w.rows;
+    int64_t next_rows[NR];
+#pragma unroll
+    for (int r = 0; r < NR; ++r) next_rows[r] = min(n_next + r, w.rows - 1);
+    float acc[NR];
+#pragma unroll
+    for (int r = 0; r < NR; ++r) acc[r] = 0.0f;
+    for (int64_t u = lane; u < units; u += kClasses) {
+      uint32_t nw[NR][B];
+      float ns[NR], nb[NR];
+      const bool more = u + kClasses < units;
+      const bool ahead = more || (next_group && lane < units);
+      if (more) {
+        LoadUnit<B, NR>(w, rows, u + kClasses, ushift, nw, ns, nb);
+      } else if (ahead) {
+        LoadUnit<B, NR>(w, next_rows, lane, ushift, nw, ns, nb);
+      }
+      const float4* xq = xs + (u >> 5) * 256 + lane;
+      float xv[kUnit];
+#pragma unroll
+      for (int t = 0; t < 8; ++t) {
+        const float4 f = xq[t * kClasses];
+        xv[4 * t] = f.x, xv[4 * t + 1] = f.y, xv[4 * t + 2] = f.z, xv[4 * t + 3] = f.w;
+      }
+      UnitAffine<B, NR>(cw, cs, cb, xv, acc);
+      if (ahead) {
+#pragma unroll
+        for (int r = 0; r < NR; ++r) {
+#pragma unroll
+          for (int q = 0; q < B; ++q) cw[r][q] = nw[r][q];
+          cs[r] = ns[r];
+          cb[r] = nb[r];
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+      const float v = WarpSum(acc[r]);
+      if (lane == r && n0 + r < w.rows) y[n0 + r] = v;
+    }
+    g = g_next;
+    n0 = n_next;
+#pragma unroll
+    for (int r = 0; r < NR; ++r) rows[r] = next_rows[r];
+  }
+}
+
+template <int FMT, int NR>
+void LaunchRow(const DevWeight& w, const float* x, float* y, int warps, int64_t rounds, int ushift,
+               cudaStream_t stream) {
+  static int sms = 0;  // one thread drives the backend
+  if (sms == 0) {
+    G4_CUDA_CHECK(
+        cudaFuncSetAttribute(GemvRowKernel<FMT, NR>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem));
+    int dev = 0;
+    G4_CUDA_CHECK(cudaGetDevice(&dev));
+    G4_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  }
+  const size_t smem = static_cast<size_t>(rounds) * 256 * sizeof(float4);
+  int per_sm = 0;  // resident blocks per SM at this stage size
+  G4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, GemvRowKernel<FMT, NR>, warps * 32, smem));
+  const int64_t per_block = int64_t{warps} * NR, groups = (w.rows + per_block - 1) / per_block;
+  const int64_t blocks = std::min(groups, std::max<int64_t>(int64_t{per_sm} * sms, 1));
+  const bool xvec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  GemvRowKernel<FMT, NR><<<static_cast<unsigned>(blocks), warps * 32, smem, stream>>>(w, x, xvec, y, ushift);
+  G4_CUDA_LAUNCHED();
 }
 
 // MT input rows (M tile m_tile of the launch) x NR weight rows per warp.
@@ -184,14 +291,20 @@ void Launch(const DevWeight& w, const float* x, int64_t ldx, int64_t M, float* y
 template <int FMT>
 void LaunchFormat(const DevWeight& w, const float* x, int64_t ldx, int64_t M, float* y, int64_t ldy, int64_t rounds,
                   int ushift, cudaStream_t stream) {
-  const int chunk1 = static_cast<int>(rounds);
   auto chunk = [&](int mt) { return static_cast<int>(std::min<int64_t>(rounds, kFewSmem / (mt * 4096))); };
   if (M == 1) {
-    // Rows per warp and warps per block: enough blocks for 132 SMs twice
-    // over where the matrix allows.
-    if (w.rows >= 8448) return Launch<FMT, 1, 4>(w, x, ldx, M, y, ldy, 8, chunk1, ushift, stream);
-    if (w.rows >= 2112) return Launch<FMT, 1, 2>(w, x, ldx, M, y, ldy, 8, chunk1, ushift, stream);
-    return Launch<FMT, 1, 1>(w, x, ldx, M, y, ldy, w.rows >= 1056 ? 8 : 4, chunk1, ushift, stream);
+    // Rows per warp and warps per block: enough row groups for 132 SMs
+    // twice over where the matrix allows; 4 rows per warp (128 registers,
+    // a few spilled) only when G4_CUDA_GEMV1_NR=1|2|4 forces it, to measure.
+    static const int forced = [] {
+      const char* e = std::getenv("G4_CUDA_GEMV1_NR");
+      return e == nullptr ? 0 : std::atoi(e);
+    }();
+    const int nr = forced == 1 || forced == 2 || forced == 4 ? forced : w.rows >= 2112 ? 2 : 1;
+    const int warps = forced != 0 || w.rows >= 1056 ? 8 : 4;
+    if (nr == 4) return LaunchRow<FMT, 4>(w, x, y, warps, rounds, ushift, stream);
+    if (nr == 2) return LaunchRow<FMT, 2>(w, x, y, warps, rounds, ushift, stream);
+    return LaunchRow<FMT, 1>(w, x, y, warps, rounds, ushift, stream);
   }
   const int warps = w.rows >= 1056 ? 8 : 4;
   if (M == 2) return Launch<FMT, 2, 1>(w, x, ldx, M, y, ldy, warps, chunk(2), ushift, stream);
