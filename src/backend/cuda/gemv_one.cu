@@ -293,15 +293,16 @@ void LaunchFormat(const DevWeight& w, const float* x, int64_t ldx, int64_t M, fl
                   int ushift, cudaStream_t stream) {
   auto chunk = [&](int mt) { return static_cast<int>(std::min<int64_t>(rounds, kFewSmem / (mt * 4096))); };
   if (M == 1) {
-    // Rows per warp and warps per block: enough row groups for 132 SMs
-    // twice over where the matrix allows; 4 rows per warp (128 registers,
-    // a few spilled) only when G4_CUDA_GEMV1_NR=1|2|4 forces it, to measure.
+    // One weight row per warp, 8 warps per block: on the H200 this beat 2
+    // and 4 rows per warp (e4b q4 batch-1 decode 129.7 vs 125.1 vs 96.0
+    // tok/s: more resident warps hide more latency than sharing the staged
+    // x saves). G4_CUDA_GEMV1_NR=2|4 selects the others, to measure.
     static const int forced = [] {
       const char* e = std::getenv("G4_CUDA_GEMV1_NR");
       return e == nullptr ? 0 : std::atoi(e);
     }();
-    const int nr = forced == 1 || forced == 2 || forced == 4 ? forced : w.rows >= 2112 ? 2 : 1;
-    const int warps = forced != 0 || w.rows >= 1056 ? 8 : 4;
+    const int nr = forced == 2 || forced == 4 ? forced : 1;
+    const int warps = 8;
     if (nr == 4) return LaunchRow<FMT, 4>(w, x, y, warps, rounds, ushift, stream);
     if (nr == 2) return LaunchRow<FMT, 2>(w, x, y, warps, rounds, ushift, stream);
     return LaunchRow<FMT, 1>(w, x, y, warps, rounds, ushift, stream);
