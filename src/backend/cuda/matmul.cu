@@ -1,6 +1,7 @@
 // MatMul on the GPU: y = x W^T for every weight format, in the canonical
 // order of matmul_core.cuh whatever M is:
-//  - M <= kGemvMaxRows: the matrix-vector kernel: one warp per NR weight
+//  - M <= kGemvMaxRows and affine weights: gemv_one.cu (GemvFewRows);
+//  - M <= kGemvMaxRows, dense weights: the matrix-vector kernel: one warp per NR weight
 //    rows and up to MT input rows, lane c computing class c's partials from
 //    inputs staged round by round in shared memory, a warp butterfly
 //    finishing. Weights are read once per MT input rows (the same rows'
