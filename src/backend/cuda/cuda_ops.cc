@@ -437,10 +437,11 @@ void CudaOps::SampleRows(const SampleArgs& a) {
     Sampler sampler(p, vocab);
     const std::span<const int> hist(history.data() + rp.history_begin, static_cast<size_t>(rp.history_count));
     LogProbs lp;
-    // A NaN logit: a broken model; the row reports kNonFiniteLogits (as the CPU backend).
+    // A NaN logit: kNonFiniteLogits, as the CPU backend reports it.
     const float* row = logits.data() + i * vocab;
     const bool nan = std::any_of(row, row + vocab, [](float v) { return std::isnan(v); });
-    ids[i] = nan ? kNonFiniteLogits : sampler.Sample(logits.data() + i * vocab, hist, rp.seed, rp.step, logprobs ? &lp : nullptr);
+    ids[i] = nan ? kNonFiniteLogits
+                 : sampler.Sample(logits.data() + i * vocab, hist, rp.seed, rp.step, logprobs ? &lp : nullptr);
     if (logprobs) {
       lp_ids[i * (1 + top)] = ids[i];
       lp_values[i * (1 + top)] = lp.logprob;

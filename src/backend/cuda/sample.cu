@@ -106,6 +106,24 @@ __global__ __launch_bounds__(kThreads) void GreedyKernel(SampleParamsDev a) {
   if (!(t <= 0 || !isfinite(1.0f / t))) return;  // drawn at random: the host's
   float* l = a.logits + r * a.ldl;
   const int V = a.vocab;
+  // A NaN logit (a broken model): the row reports kNonFiniteLogits, its
+  // logits untouched, logprobs as the reference leaves them (0, then none).
+  bool nan = false;
+  for (int i = threadIdx.x; i < V; i += blockDim.x) nan |= isnan(l[i]);
+  if (__syncthreads_or(nan)) {
+    if (threadIdx.x == 0) {
+      a.out_ids[r * a.ld_out] = kNonFiniteLogits;
+      if (a.top >= 0) {
+        a.lp_ids[r * a.ld_lp_ids] = kNonFiniteLogits;
+        a.lp_values[r * a.ld_lp_values] = 0.0f;
+        for (int j = 0; j < a.top; ++j) {
+          a.lp_ids[r * a.ld_lp_ids + 1 + j] = -1;
+          a.lp_values[r * a.ld_lp_values + 1 + j] = -INFINITY;
+        }
+      }
+    }
+    return;
+  }
   // 1. Logit bias (distinct ids).
   for (int i = threadIdx.x; i < p.bias_count; i += blockDim.x) {
     const int id = a.bias_ids[p.bias_begin + i];
@@ -145,35 +163,20 @@ __global__ __launch_bounds__(kThreads) void GreedyKernel(SampleParamsDev a) {
     }
   }
   __syncthreads();
-  // NaN as -inf, +inf as the largest float; then the argmax. A row with a
-  // NaN (a broken model) reports kNonFiniteLogits instead of a token.
+  // NaN as -inf, +inf as the largest float; then the argmax.
   Best b{0.0f, -1};
-  int saw_nan = 0;
   for (int i = threadIdx.x; i < V; i += blockDim.x) {
     float v = l[i];
-    saw_nan |= isnan(v);
     v = isnan(v) ? -INFINITY : (v == INFINITY ? FLT_MAX : v);
     l[i] = v;
     const Best c{v, i};
     if (Better(c, b)) b = c;
   }
-  saw_nan = __syncthreads_or(saw_nan);
   b = BlockBest(b, best_shared);
   const float max = b.v;
-  const int token = saw_nan ? kNonFiniteLogits : (max > -INFINITY ? b.i : 0);
+  const int token = max > -INFINITY ? b.i : 0;
   if (threadIdx.x == 0) a.out_ids[r * a.ld_out] = token;
   if (a.top < 0) return;
-  if (saw_nan) {  // no distribution to report (the CPU backend writes the same)
-    if (threadIdx.x == 0) {
-      a.lp_ids[r * a.ld_lp_ids] = token;
-      a.lp_values[r * a.ld_lp_values] = 0.0f;
-    }
-    for (int j = threadIdx.x; j < a.top; j += blockDim.x) {
-      a.lp_ids[r * a.ld_lp_ids + 1 + j] = -1;
-      a.lp_values[r * a.ld_lp_values + 1 + j] = -INFINITY;
-    }
-    return;
-  }
   // Logprobs: lse = max + log(sum exp(l - max)).
   double s = 0;
   for (int i = threadIdx.x; i < V; i += blockDim.x) s += exp(static_cast<double>(l[i]) - max);
