@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "cli/cli_util.h"
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "core/mapped_file.h"
 #include "engine/kv_disk_cache.h"
