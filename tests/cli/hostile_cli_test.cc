@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,23 @@ TEST(HostileCli, AbsurdNumbersAreUsageErrors) {
       {"kv-eval", "-m " + demo + " --prompt-len 40000", "exceed the model's context of 32768"},
   };
   for (const Case& c : cases) ExpectCleanError(c.cmd + " " + c.args, 2, c.cmd, c.want);
+}
+
+// A prompt longer than max_position_embeddings (32768 for the demo model)
+// used to run; now generate, and the scheduler under every command, refuse it.
+TEST(HostileCli, PromptsLongerThanTheContextAreRefused) {
+  const std::string demo = DemoDir();
+  const std::string tmp = testing::MakeTempDir();
+  {
+    std::ofstream f(tmp + "/long.txt");
+    for (int i = 0; i < 40000; ++i) f << "word ";
+  }
+  ExpectCleanError("generate " + demo + " -f " + tmp + "/long.txt -n 2", 1, "generate", "the context holds 32768");
+  ExpectCleanError("generate " + demo + " -f " + tmp + "/long.txt -n 2 -c 64", 1, "generate", "the context holds 64");
+  ExpectCleanError("logits " + demo + " --ids 1 --greedy 40000 --out " + tmp + "/x.st", 1, "logits",
+                   "exceed the model's context of 32768");
+  ExpectCleanError("bench " + demo + " --prompt 40000 --gen 1", 1, "bench", "exceed the model's context of 32768");
+  EXPECT_FALSE(fs::exists(tmp + "/x.st"));
 }
 
 TEST(HostileCli, FilesThatAreNotFilesAreNamed) {
