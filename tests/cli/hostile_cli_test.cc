@@ -172,8 +172,8 @@ TEST(HostileCli, StdoutWriteErrorsAreReported) {
   for (const std::string& args :
        {"tokenize " + demo + " hello", "detokenize " + demo + " 5,6", "generate " + demo + " hi -n 4 -c 64 -q",
         "generate " + demo + " hi -n 4 -c 64 --json", "bench " + demo + " --prompt 4 --gen 2 --memcpy-mib 0",
-        "kv-eval --preset tiny", "models " + demo, "perplexity " + demo + " -f " + demo + "/README.md -c 32 --chunks 1 -q",
-        "generate --help", std::string("--help")}) {
+        std::string("kv-eval --preset tiny"), "models " + demo, "perplexity " + demo + " -f " + demo + "/README.md -c 32 --chunks 1 -q",
+        std::string("generate --help"), std::string("--help")}) {
     SCOPED_TRACE(args);
     const auto r = RunG4(args + " >/dev/full </dev/null");
     EXPECT_FALSE(r.signaled);
