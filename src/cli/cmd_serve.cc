@@ -1,4 +1,4 @@
-// g4 serve MODEL_DIR: an OpenAI- and Anthropic-compatible HTTP server over
+// g4 serve MODEL: an OpenAI- and Anthropic-compatible HTTP server over
 // the batched engine (docs/server.md). One step-loop thread drives the
 // scheduler; HTTP worker threads parse requests and stream results.
 //
@@ -19,6 +19,7 @@
 #include "cli/cli_util.h"
 #include "cli/command_line.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "core/mapped_file.h"
 #include "engine/kv_disk_cache.h"
 #include "engine/model_bundle.h"
@@ -31,7 +32,8 @@ namespace g4::cli {
 namespace {
 
 struct ServeFlags {
-  std::string model_dir;
+  CommonFlags common;
+  std::string model_dir;  // resolved from common.model
   std::string backend = "auto";
   std::string kv = "plain:bf16";
   int64_t step_tokens = 512;
@@ -87,7 +89,7 @@ Status Serve(ServeFlags f) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not a crash
 
-  G4_ASSIGN_OR_RETURN(std::unique_ptr<ModelBundle> bundle, LoadModelBundle(f.model_dir, f.backend));
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<ModelBundle> bundle, LoadBundle(f.common, f.backend, &f.model_dir));
   EngineOptions eo;
   eo.kv = f.kv;
   eo.max_step_tokens = f.step_tokens;
@@ -122,8 +124,12 @@ Status Serve(ServeFlags f) {
   f.server.limits.context = bundle->model->config().max_position_embeddings;
   G4_ASSIGN_OR_RETURN(f.server.max_body_bytes, ParseBytes(f.max_body, "--max-body"));
   std::string name = f.model_name;
-  if (name.empty()) name = std::filesystem::path(f.model_dir).lexically_normal().filename().string();
-  if (name.empty()) name = std::filesystem::path(f.model_dir).lexically_normal().parent_path().filename().string();
+  // The model as typed ("models/demo" -> "demo", "google/gemma-4-e4b-it" ->
+  // "gemma-4-e4b-it"), not the resolved directory (a snapshot hash in the
+  // Hugging Face cache).
+  const std::filesystem::path typed = std::filesystem::path(f.common.model).lexically_normal();
+  if (name.empty()) name = typed.filename().string();
+  if (name.empty()) name = typed.parent_path().filename().string();
   if (!name.empty()) f.server.model_id = name;
   if (f.server.api_key.empty())
     if (const char* env = std::getenv("G4_API_KEY")) f.server.api_key = env;
@@ -168,7 +174,9 @@ int RunServe(int argc, char** argv) {
   CLI::App app{"Serve a model over HTTP: OpenAI and Anthropic APIs, and a chat page at /", "g4 serve"};
   ServeFlags f;
   auto& o = f.server;
-  app.add_option("model", f.model_dir, "model directory")->required();
+  std::string positional_model;
+  app.add_option("MODEL", positional_model, "the model (same as -m)");
+  AddCommonFlags(app, f.common, kModelFlag | kThreadsFlag);
   app.add_option("--host", o.host, "address to listen on (0.0.0.0: every interface)")->capture_default_str();
   app.add_option("--port", o.port, "port (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
   app.add_option("--api-key", o.api_key, "require this key (Bearer or x-api-key) on every endpoint but / and /health; "
@@ -202,14 +210,14 @@ int RunServe(int argc, char** argv) {
   app.add_option("--timeout", o.timeout_seconds, "seconds a socket read or write may wait (slow clients)")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
-  app.add_option("--threads", o.threads, "HTTP worker threads (0: max-seqs + max-queue + 8)")->capture_default_str();
+  app.add_option("--http-threads", o.threads, "HTTP worker threads (0: max-seqs + max-queue + 8)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
   app.add_option("--grace", f.grace, "seconds running requests get to finish after SIGTERM")->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  Status s = Serve(std::move(f));
+  if (auto code = ParseCommandLine(app, "serve", argc, argv)) return *code;
+  Status s = FinishCommonFlags(f.common, {&positional_model});
+  if (!s.ok()) return Fail("serve", s);
+  s = Serve(std::move(f));
   if (!s.ok()) return Fail("serve", s);
   return 0;
 }

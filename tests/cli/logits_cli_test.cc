@@ -1,6 +1,7 @@
 // End-to-end tests of `g4 logits`: parity with the transformers goldens
 // through the real binary, and one clear error (non-zero exit, no crash) for
 // every kind of bad input the foundation issue lists.
+#include <cmath>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -29,8 +30,23 @@ std::string Join(const TensorInfo* t) {
   return s;
 }
 
+// Relative RMS difference |got - want| / |want| over n values.
+double RelativeRms(const float* want, const float* got, int64_t n) {
+  double diff2 = 0, norm2 = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff2 += double(got[i] - want[i]) * (got[i] - want[i]);
+    norm2 += double(want[i]) * want[i];
+  }
+  return std::sqrt(diff2 / norm2);
+}
+
+// The float32 fixture matches transformers to 1e-3. The 4-bit one runs its
+// matrix products on int8-quantized activations (docs/cpu-kernels.md), so it
+// is held to the reduced-precision envelope of tests/model/golden_test.cc
+// (relative RMS under 0.1) and the same greedy ids.
 TEST(LogitsCli, GreedyRunMatchesGolden) {
   for (const char* name : {"tiny-e", "tiny-moe-q4"}) {
+    const bool quantized = std::string(name).ends_with("-q4");
     const std::string dir = testing::TestDataPath(std::string("models/") + name);
     auto golden = SafetensorsFile::Open(dir + "/golden.safetensors");
     ASSERT_TRUE(golden.ok());
@@ -47,8 +63,13 @@ TEST(LogitsCli, GreedyRunMatchesGolden) {
       const TensorInfo* b = (*golden)->Find(theirs);
       ASSERT_TRUE(a && b) << mine;
       ASSERT_EQ(a->shape, b->shape) << mine;
-      auto m = testing::Compare(reinterpret_cast<const float*>(b->data), reinterpret_cast<const float*>(a->data),
-                                b->numel(), 1e-3);
+      const auto* want = reinterpret_cast<const float*>(b->data);
+      const auto* have = reinterpret_cast<const float*>(a->data);
+      if (quantized) {
+        EXPECT_LT(RelativeRms(want, have, b->numel()), 0.1) << name << " " << mine;
+        continue;
+      }
+      auto m = testing::Compare(want, have, b->numel(), 1e-3);
       EXPECT_TRUE(m.ok) << name << " " << mine << ": " << m.ToString();
     }
     const TensorInfo* my_ids = (*got)->Find("greedy_ids");
@@ -59,8 +80,13 @@ TEST(LogitsCli, GreedyRunMatchesGolden) {
     const TensorInfo* greedy = (*golden)->Find("long.greedy_logits");
     ASSERT_NE(dec, nullptr);
     const int64_t V = dec->shape[1];
-    auto m = testing::Compare(reinterpret_cast<const float*>(greedy->data) + V,
-                              reinterpret_cast<const float*>(dec->data), (gids->numel() - 1) * V, 1e-3);
+    const auto* want = reinterpret_cast<const float*>(greedy->data) + V;
+    const auto* have = reinterpret_cast<const float*>(dec->data);
+    if (quantized) {
+      EXPECT_LT(RelativeRms(want, have, (gids->numel() - 1) * V), 0.1) << name;
+      continue;
+    }
+    auto m = testing::Compare(want, have, (gids->numel() - 1) * V, 1e-3);
     EXPECT_TRUE(m.ok) << m.ToString();
   }
 }

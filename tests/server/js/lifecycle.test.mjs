@@ -80,7 +80,7 @@ test("kill -9 during disk-tier writes never leaves an entry that is served corru
 });
 
 test("slow and half-open clients time out and do not hold up others", async () => {
-  const s = await startServer(["--timeout", "1", "--threads", "4"]);
+  const s = await startServer(["--timeout", "1", "--http-threads", "4"]);
   // Four connections that send half a request and stall, one per worker thread.
   const sockets = [];
   for (let i = 0; i < 4; i++) {
