@@ -10,7 +10,9 @@
 // rest is the file.
 //
 // Seeds: G4_FUZZ_WRITE_SEEDS=DIR fuzz_kv_file writes one saved sequence per
-// scheme to DIR and exits (fuzz/corpus/kv_file/ was made that way).
+// scheme to DIR and exits (fuzz/corpus/kv_file/ was made that way);
+// G4_FUZZ_VERBOSE=1 prints each input's outcome (e.g. with -runs=0 on the
+// seeds: each must load).
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -158,6 +160,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (data[0] & 4) RepairChecksums(file);
   h.SetFile(file.data(), file.size());
   auto loaded = g4::LoadKvFile(h.path, pool, kIdentity);
+  static const bool verbose = std::getenv("G4_FUZZ_VERBOSE") != nullptr;  // to check the seeds load
+  if (verbose)
+    std::fprintf(stderr, "%s\n", loaded.ok() ? ("loaded " + std::to_string(loaded->tokens.size()) + " tokens").c_str()
+                                              : loaded.status().ToString().c_str());
   if (!loaded.ok()) {
     if (loaded.status().message().find("[kv]") == std::string::npos) __builtin_trap();
     return 0;
