@@ -1,5 +1,7 @@
 #include "cli/engine_flags.h"
 
+#include "backend/cpu/thread_pool.h"
+
 #include <omp.h>
 
 #include <cstdio>
@@ -39,7 +41,10 @@ Status FinishCommonFlags(CommonFlags& f, const std::vector<std::string*>& positi
   }
   if (model_required && f.model.empty())
     return UsageStatus("no model: give -m MODEL (a directory or a Hugging Face repo id; g4 models lists them)");
-  if (f.threads > 0) omp_set_num_threads(f.threads);
+  if (f.threads > 0) {
+    omp_set_num_threads(f.threads);  // what OpenMP still runs (host-side loops)
+    cpu::SetTeamSize(f.threads);     // the CPU kernels' own worker team
+  }
   return Status::Ok();
 }
 

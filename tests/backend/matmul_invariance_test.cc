@@ -85,6 +85,21 @@ TEST_P(MatMulInvarianceTest, AffineAllBitsAndGroups) {
   }
 }
 
+TEST_P(MatMulInvarianceTest, AffineManyWeightRows) {
+  // Enough weight rows for every one-input-row layout of the CUDA kernel
+  // (1, 2 and 4 rows per warp; 4 and 8 warps per block), K within one round
+  // of units, beyond it, and beyond what the few-rows kernel stages at once:
+  // one row's product equals its rows in any batch.
+  struct Shape { int64_t n, k; int bits, group; DType st; };
+  const Shape kShapes[] = {{700, 320, 4, 64, DType::kBF16},   {1100, 2368, 4, 64, DType::kBF16},
+                           {2500, 320, 4, 32, DType::kF16},   {8500, 256, 4, 128, DType::kF32},
+                           {2200, 256, 8, 128, DType::kBF16}, {8500, 96, 3, 32, DType::kBF16},
+                           {300, 6400, 4, 64, DType::kBF16}};  // inputs staged in several chunks
+  uint32_t seed = 900;
+  for (const Shape& s : kShapes)
+    CheckRowInvariant(backend(), testing::MakeAffine(s.n, s.k, s.bits, s.group, s.st, ++seed), ++seed);
+}
+
 TEST_P(MatMulInvarianceTest, RowSliceMatchesFullMatrix) {
   // MoE experts and fused projections multiply row slices: the same rows
   // must give the same bits as part of the whole matrix, for any batch.

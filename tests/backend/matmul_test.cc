@@ -172,6 +172,21 @@ TEST_P(MatMulTest, StridedInputsAndOutputs) {
   }
 }
 
+TEST_P(MatMulTest, OneInputRowManyWeightRows) {
+  // Batch-1 decode shapes: one input row against matrices of many rows
+  // (every rows-per-warp layout of the CUDA one-row kernel), K over several
+  // rounds of 32 units, every scale type.
+  uint32_t seed = 700;
+  CheckMatMul(backend(), testing::MakeAffine(700, 2368, 4, 64, DType::kBF16, ++seed), 1, ++seed);
+  CheckMatMul(backend(), testing::MakeAffine(2500, 640, 4, 32, DType::kF16, ++seed), 1, ++seed);
+  CheckMatMul(backend(), testing::MakeAffine(8500, 384, 4, 128, DType::kF32, ++seed), 1, ++seed);
+  CheckMatMul(backend(), testing::MakeAffine(1100, 1152, 8, 64, DType::kBF16, ++seed), 1, ++seed);
+  CheckMatMul(backend(), testing::MakeAffine(3001, 192, 2, 64, DType::kBF16, ++seed), 1, ++seed);
+  // A few input rows with K staged in several chunks.
+  const testing::TestWeights long_k = testing::MakeAffine(300, 6400, 4, 64, DType::kBF16, ++seed);
+  for (int64_t m : {2, 5, 8, 13}) CheckMatMul(backend(), long_k, m, ++seed, m % 2 ? 3 : 0, 0);
+}
+
 TEST_P(MatMulTest, ManyRowsUnevenSplits) {
   // More input rows than one tile pass, N smaller than a row tile: the GEMM
   // splits the rows across threads.

@@ -102,6 +102,33 @@ TEST_P(PagedAttentionTest, GroupedQueryHeads) {
   }
 }
 
+// The model geometries (head_dim 256 with 4 query heads per KV head, 512
+// with 16 and 4): decode rows and a prefill run across several splits, in
+// the record formats the benchmarks use and one of each other kind.
+TEST_P(PagedAttentionTest, ModelHeadShapes) {
+  uint32_t seed = 250;
+  const struct { int heads, kv_heads, head_dim; } kShapes[] = {{8, 2, 256}, {16, 1, 512}, {4, 1, 512}};
+  for (const auto& g : kShapes) {
+    for (const KvCodecSpec& spec : {KvCodecSpec::Plain(DType::kBF16), KvCodecSpec::Plain(), KvCodecSpec::Affine(8, 64),
+                                    KvCodecSpec::Turbo(8, 3)}) {
+      for (int window : {0, 100}) {
+        AttentionShape shape;
+        shape.num_heads = g.heads;
+        shape.num_kv_heads = g.kv_heads;
+        shape.head_dim = g.head_dim;
+        shape.window = window;
+        const KvRecordFormat f = MakeFormat(spec, g.kv_heads, g.head_dim);
+        PagedKvHarness h(backend(), shape, f, KvRecordFormat{}, 16, 64, ++seed);
+        const int a = h.AddSequence(333, 0), b = h.AddSequence(70, 0), c = h.AddSequence(129, 0);
+        for (int sq : {a, b, c}) h.WriteOnHost(sq);
+        ExpectMatchesReference(h, {{a, 332, 1}, {b, 60, 10}, {c, 128, 1}},
+                               spec.signature() + " " + std::to_string(g.heads) + "/" + std::to_string(g.kv_heads) +
+                                   " d" + std::to_string(g.head_dim) + " window " + std::to_string(window));
+      }
+    }
+  }
+}
+
 // Keys exactly at the window's edges: the key at p - window + 1 is seen,
 // the one at p - window is not. Each test row's query is made to point at
 // one edge key with a huge score, so including or dropping that key moves

@@ -6,6 +6,7 @@
 // that reports can do so as JSON.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -116,11 +117,22 @@ TEST(CliGrammar, ModelFlagAndFirstArgumentAreTheSameAndStopTakesOneValue) {
   EXPECT_EQ(positional.out.rfind(stopped.out.substr(0, stopped.out.size() - 1), 0), 0u);
 }
 
+// -t sizes the CPU kernels' worker team too (the backend says how many
+// threads it runs), also when OMP_PROC_BIND pins threads (libgomp then pins
+// the main thread to one CPU before main(), which must not shrink the team).
 TEST(CliGrammar, ThreadsFlagSetsTheThreadCount) {
-  for (int t : {1, 3}) {
-    const auto r = RunG4("bench -m " + DemoDir() + " --prompt 4 --gen 2 --memcpy-mib 0 --json -t " + std::to_string(t));
-    ASSERT_EQ(r.exit_code, 0) << r.all;
-    EXPECT_EQ(nlohmann::json::parse(r.out)["threads"].get<int>(), t);
+  for (const char* bind : {"", "close"}) {
+    ::setenv("OMP_PROC_BIND", bind, 1);
+    for (int t : {1, 3}) {
+      const auto r = RunG4("bench -m " + DemoDir() + " --backend cpu --prompt 4 --gen 2 --memcpy-mib 0 --json -t " +
+                           std::to_string(t));
+      ASSERT_EQ(r.exit_code, 0) << r.all;
+      const auto j = nlohmann::json::parse(r.out);
+      EXPECT_EQ(j["threads"].get<int>(), t);
+      EXPECT_NE(j["backend"].get<std::string>().find(", " + std::to_string(t) + " threads"), std::string::npos)
+          << "OMP_PROC_BIND=" << bind << ": " << j["backend"];
+    }
+    ::unsetenv("OMP_PROC_BIND");
   }
 }
 

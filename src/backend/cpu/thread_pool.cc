@@ -13,6 +13,7 @@
 
 #include <immintrin.h>
 #include <linux/futex.h>
+#include <omp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -86,9 +87,21 @@ int SpinMicrosFromEnv() {
   return EnvInt("G4_SPIN_US", spin);
 }
 
-// The CPUs this process may run on, in order.
+// The CPUs this process may run on, in order. With OMP_PROC_BIND set,
+// libgomp has already pinned the initial thread to its first place, so the
+// thread's own mask would say one CPU: OpenMP's place list, which covers
+// the mask the process started with, is asked first.
 std::vector<int> AllowedCpus() {
   std::vector<int> cpus;
+  const int places = omp_get_num_places();
+  for (int p = 0; p < places; ++p) {
+    std::vector<int> ids(static_cast<size_t>(std::max(0, omp_get_place_num_procs(p))));
+    if (!ids.empty()) omp_get_place_proc_ids(p, ids.data());
+    cpus.insert(cpus.end(), ids.begin(), ids.end());
+  }
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  if (!cpus.empty()) return cpus;
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) == 0) {
@@ -119,19 +132,19 @@ thread_local bool tls_in_team = false;
 
 class Team {
  public:
-  Team() : spin_us_(SpinMicrosFromEnv()) {
-    const std::vector<int> cpus = AllowedCpus();
-    size_ = SizeFromEnv(static_cast<int>(cpus.size()));
-    const std::string bind = EnvLower("OMP_PROC_BIND");
-    const bool close = bind == "close" || bind == "true" || bind == "master" || bind == "primary";
-    const bool spread = bind == "spread";
-    if ((close || spread) && !cpus.empty()) {
-      const int stride = spread ? std::max<int>(1, static_cast<int>(cpus.size()) / size_) : 1;
-      for (int t = 0; t < size_; ++t) place_.push_back(cpus[(t * stride) % cpus.size()]);
-    }
+  Team() : spin_us_(SpinMicrosFromEnv()), cpus_(AllowedCpus()) {
+    SetSize(SizeFromEnv(static_cast<int>(cpus_.size())));
   }
 
   int size() const { return size_; }
+
+  // A new size, while no worker exists yet.
+  bool Resize(int n) {
+    std::lock_guard<std::mutex> lock(submit_);
+    if (started_) return n == size_;
+    SetSize(std::min(std::max(n, 1), 1024));
+    return true;
+  }
   int spin_us() const { return spin_us_; }
 
   void Run(int n, TeamFn fn, void* ctx) {
@@ -196,7 +209,20 @@ class Team {
     }
   }
 
+  void SetSize(int n) {
+    size_ = n;
+    place_.clear();
+    const std::string bind = EnvLower("OMP_PROC_BIND");
+    const bool close = bind == "close" || bind == "true" || bind == "master" || bind == "primary";
+    const bool spread = bind == "spread";
+    if ((close || spread) && !cpus_.empty()) {
+      const int stride = spread ? std::max<int>(1, static_cast<int>(cpus_.size()) / size_) : 1;
+      for (int t = 0; t < size_; ++t) place_.push_back(cpus_[(t * stride) % cpus_.size()]);
+    }
+  }
+
   const int spin_us_;
+  const std::vector<int> cpus_;
   int size_ = 1;
   std::vector<int> place_;  // CPU of each member, when pinning
   bool started_ = false;
@@ -220,6 +246,8 @@ Team& TheTeam() {
 }  // namespace
 
 int TeamSize() { return TheTeam().size(); }
+
+bool SetTeamSize(int n) { return TheTeam().Resize(n); }
 
 int TeamSpinMicros() { return TheTeam().spin_us(); }
 

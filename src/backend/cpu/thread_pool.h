@@ -15,8 +15,8 @@
 //  - OMP_WAIT_POLICY=active: spin up to 20 ms;
 //  - G4_SPIN_US=N overrides both.
 //
-// Size: OMP_NUM_THREADS (its first number) if set, else the CPUs this
-// process may run on. OMP_PROC_BIND=close|true|spread pins member t to the
+// Size: SetTeamSize's, else OMP_NUM_THREADS (its first number) if set,
+// else the CPUs this process may run on. OMP_PROC_BIND=close|true|spread pins member t to the
 // t-th CPU of the process's affinity mask (spread: every (CPUs / size)-th),
 // the calling thread being member 0, as libgomp does; unset or false: no
 // pinning.
@@ -35,6 +35,12 @@ constexpr int kDefaultSpinUs = 100;
 
 // Members of the team (the caller included), >= 1.
 int TeamSize();
+
+// Sets the team's size (g4's -t) in place of OMP_NUM_THREADS or the CPU
+// count; n is clamped to [1, 1024]. Takes effect while the team has not run
+// a job yet; later its workers exist and keep their number, and the call
+// returns false unless n is that number.
+bool SetTeamSize(int n);
 
 // Calls fn(ctx, t, n) for t = 0 .. n-1 on n = min(max_members, TeamSize())
 // members, t = 0 on the calling thread, and returns when every call has.

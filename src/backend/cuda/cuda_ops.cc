@@ -430,25 +430,18 @@ void CudaOps::SampleRows(const SampleArgs& a) {
   for (size_t i = 0; i < nh; ++i) {
     const SampleRowParams& rp = params[host_rows[i]];
     SamplingParams p;
-    p.temperature = rp.temperature;
-    p.top_k = rp.top_k;
-    p.top_p = rp.top_p;
-    p.min_p = rp.min_p;
-    p.xtc_probability = rp.xtc_probability;
-    p.xtc_threshold = rp.xtc_threshold;
-    p.repetition_penalty = rp.repetition_penalty;
-    p.repetition_context_size = rp.repetition_context;
-    p.presence_penalty = rp.presence_penalty;
-    p.presence_context_size = rp.presence_context;
-    p.frequency_penalty = rp.frequency_penalty;
-    p.frequency_context_size = rp.frequency_context;
+    CopyScalarParams(rp, &p);
     for (int32_t j = 0; j < rp.bias_count; ++j) p.logit_bias[bias_ids[rp.bias_begin + j]] = bias_values[rp.bias_begin + j];
     p.xtc_exempt_tokens.assign(exempt.begin() + rp.exempt_begin, exempt.begin() + rp.exempt_begin + rp.exempt_count);
     p.top_logprobs = top;
     Sampler sampler(p, vocab);
     const std::span<const int> hist(history.data() + rp.history_begin, static_cast<size_t>(rp.history_count));
     LogProbs lp;
-    ids[i] = sampler.Sample(logits.data() + i * vocab, hist, rp.seed, rp.step, logprobs ? &lp : nullptr);
+    // A NaN logit: kNonFiniteLogits, as the CPU backend reports it.
+    const float* row = logits.data() + i * vocab;
+    const bool nan = std::any_of(row, row + vocab, [](float v) { return std::isnan(v); });
+    ids[i] = nan ? kNonFiniteLogits
+                 : sampler.Sample(logits.data() + i * vocab, hist, rp.seed, rp.step, logprobs ? &lp : nullptr);
     if (logprobs) {
       lp_ids[i * (1 + top)] = ids[i];
       lp_values[i * (1 + top)] = lp.logprob;

@@ -1,6 +1,7 @@
 // MatMul on the GPU: y = x W^T for every weight format, in the canonical
 // order of matmul_core.cuh whatever M is:
-//  - M <= kGemvMaxRows: the matrix-vector kernel: one warp per NR weight
+//  - M <= kGemvMaxRows and affine weights: gemv_one.cu (GemvFewRows);
+//  - M <= kGemvMaxRows, dense weights: the matrix-vector kernel: one warp per NR weight
 //    rows and up to MT input rows, lane c computing class c's partials from
 //    inputs staged round by round in shared memory, a warp butterfly
 //    finishing. Weights are read once per MT input rows (the same rows'
@@ -394,6 +395,7 @@ void MatMulFormat(const DevWeight& w, const TensorView& x, const TensorView& y, 
   const int64_t ldx = M > 1 ? x.stride : x.cols, ldy = M > 1 ? y.stride : y.cols;
   if (M <= kGemvMaxRows) {
     SubProfile sp(stream, w.rows * w.cols >= (int64_t{1} << 24) ? "matmul gemv (>=16M weights)" : "matmul gemv (small)");
+    if (GemvFewRows(w, FMT, x.f32(), ldx, M, y.f32(), ldy, stream)) return;
     GemvForFormat<FMT>(w, x.f32(), ldx, M, y.f32(), ldy, stream);
   } else {
     LaunchGemm<FMT>(w, x.f32(), ldx, M, y.f32(), ldy, stream);

@@ -3,16 +3,18 @@
 //
 // The order of the arithmetic is a function of the row alone (ops.h): a
 // row at position p sees keys lo..p (lo = 0, or p - window + 1); they are
-// cut at multiples of kSplitKeys into splits, and each split at multiples
-// of kTileKeys into tiles. One warp computes one (row, KV head, split,
-// group of query heads): scores s = (q . k) * scale with q . k one fma
-// chain over head_dim in order; per tile the online softmax (rescale by
-// exp(m_old - m_new) when the maximum grows, p = exp(s - m), l += the warp
-// butterfly sum of the tile's p), then acc = fma(p, v, acc) in key order. A second kernel merges a
+// cut at multiples of kSplitKeys (64) into splits. One block of 8 warps
+// computes one (row, KV head, split, group of query heads), each warp 8 of
+// the split's keys, each lane a slice of head_dim: scores s = (q . k) *
+// scale with q . k the lane's fma chain over its slice then the warp
+// butterfly; the split's softmax (m = max, p = exp(s - m), l = butterfly sum
+// of the pairs p_j + p_{j+32}); acc = fma(p, v, acc) over a warp's keys in
+// order, the 8 warps' sums added in warp order. A second kernel merges a
 // row's splits in order by log-sum-exp, and for turbo stores applies the
 // inverse value rotation once to the merged output. Nothing depends on the
 // other rows of the step, so a row's bits are the same in any batch and
-// chunked prefill equals decode.
+// chunked prefill equals decode. The split size is fixed (never a function
+// of the batch), and at batch 1 gives splits x KV heads blocks.
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
@@ -24,9 +26,10 @@
 namespace g4::cuda {
 namespace {
 
-constexpr int kSplitKeys = 32;  // one tile: as many warps as possible for a decode row
-constexpr int kTileKeys = 32;  // = lanes: one key per lane in the softmax step
-constexpr int kThreads = 128;
+constexpr int kSplitKeys = 64;     // keys per split: 2 per lane in the softmax step
+constexpr int kWarps = 8;          // per split block
+constexpr int kKeysPerWarp = kSplitKeys / kWarps;
+constexpr int kThreads = 128;      // merge block
 constexpr size_t kPartialBudget = size_t{512} << 20;  // bytes of split states per launch
 
 struct AttnStore {
@@ -35,6 +38,7 @@ struct AttnStore {
   int64_t num_blocks = 0;
   const float* centroids = nullptr;
   const float* signs = nullptr;
+  bool vec = false;  // plain, head slices 16-byte aligned and filling the lanes: wide loads
 };
 
 struct AttnParams {
@@ -93,116 +97,189 @@ __device__ __forceinline__ const uint8_t* TileRecord(const uint8_t* mine, int j)
       __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(mine), j));
 }
 
-// One warp per (row, KV head, split, group of query heads). Per tile of
-// keys the warp decodes the tile's keys into shared memory (lanes along
-// head_dim, many records in flight), then lane j scores key j against each
-// query head of the group (one sequential fma chain over head_dim, queries
-// broadcast from shared memory); the online softmax update runs with one
-// key per lane; then the tile's values replace the keys in shared memory and
-// acc[g][e] (lane l owning e = l, l + 32, ...) = fma(p_j, v_j[e], acc) for
-// the tile's keys in order.
+// D32 elements of a record's K (value=false) or V (value=true) for one lane:
+// elements base .. base + D32 - 1, those at or past `valid` read as 0.
+// `vec`: a plain store whose head slices sit at 16-byte-aligned offsets and
+// fill all 32 lanes, read in wide pieces (same values).
+template <int D32>
+__device__ __forceinline__ void LoadElems(const AttnStore& st, const uint8_t* rec, int64_t base, int valid,
+                                          bool value, float (&out)[D32]) {
+  const DevKvFormat& f = st.f;
+  if (st.vec) {
+    const uint8_t* p = rec + (value ? f.v_codes : f.k_codes);
+    if (f.plain_bytes == 2) {
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(p) + base;
+      uint32_t wbuf[(D32 + 1) / 2];
+      if constexpr (D32 >= 8) {
+#pragma unroll
+        for (int v = 0; v < D32 / 8; ++v) {
+          const uint4 u = __ldg(reinterpret_cast<const uint4*>(h) + v);
+          wbuf[4 * v] = u.x, wbuf[4 * v + 1] = u.y, wbuf[4 * v + 2] = u.z, wbuf[4 * v + 3] = u.w;
+        }
+      } else if constexpr (D32 == 4) {
+        const uint2 u = __ldg(reinterpret_cast<const uint2*>(h));
+        wbuf[0] = u.x, wbuf[1] = u.y;
+      } else if constexpr (D32 == 2) {
+        wbuf[0] = __ldg(reinterpret_cast<const unsigned int*>(h));
+      } else {
+        wbuf[0] = __ldg(reinterpret_cast<const unsigned short*>(h));
+      }
+#pragma unroll
+      for (int i = 0; i < D32; ++i) {
+        const uint16_t x = static_cast<uint16_t>(wbuf[i / 2] >> (16 * (i % 2)));
+        out[i] = f.plain_bf16 ? Bf16ToF32(x) : F16ToF32(x);
+      }
+      return;
+    }
+    const float* fp = reinterpret_cast<const float*>(p) + base;
+    if constexpr (D32 >= 4) {
+#pragma unroll
+      for (int v = 0; v < D32 / 4; ++v) {
+        const float4 u = __ldg(reinterpret_cast<const float4*>(fp) + v);
+        out[4 * v] = u.x, out[4 * v + 1] = u.y, out[4 * v + 2] = u.z, out[4 * v + 3] = u.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < D32; ++i) out[i] = __ldg(fp + i);
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < D32; ++i)
+    out[i] = i < valid ? (value ? DecodeValue(f, rec, base + i, st.centroids) : DecodeKey(f, rec, base + i)) : 0.0f;
+}
+
+// One block of kWarps warps per (row, KV head, split, group of up to GP
+// query heads); warp w owns the split's keys w * kKeysPerWarp ..; lane l
+// owns head elements l * D32 .. l * D32 + D32 - 1 (q in registers).
+//  1. scores: per key, each lane's fma chain over its elements, then the
+//     warp butterfly (WarpSum), times the scale, into shared memory;
+//  2. per query head (one warp each): the split's maximum m, p_j =
+//     exp(s_j - m) in place, l = butterfly sum of (p_j + p_{j+32});
+//  3. values: acc = fma(p_j, v_j, acc) over the warp's keys in order, then
+//     the warps' sums added in warp order.
+// Every step's order is fixed by the row alone.
 template <int D32, int GP>
-__global__ __launch_bounds__(32) void SplitKernel(AttnParams a, int head_groups, int group_heads) {
+__global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int head_groups, int group_heads) {
+  constexpr int KB = D32 <= 8 ? kKeysPerWarp : kKeysPerWarp / 2;  // keys loaded at once
   extern __shared__ float sm[];
-  const int lane = threadIdx.x;
+  float* sc = sm;                        // [GP][kSplitKeys] scores, then p
+  float* stats = sc + GP * kSplitKeys;   // [2][GP]: m, l
+  float* red = stats + 2 * GP;           // [kWarps][GP][32 * D32]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t r_local = blockIdx.z, r = a.row0 + r_local;
   const int kh = blockIdx.y;
   const int split = blockIdx.x / head_groups, hg = blockIdx.x % head_groups;
   const RowInfo ri = ReadRow(a, r);
   const int64_t my = ri.lo / kSplitKeys + split;
-  if (my * kSplitKeys > ri.pos) return;  // the row has fewer splits
+  if (my * kSplitKeys > ri.pos) return;  // the row has fewer splits (the whole block)
   const int64_t k_begin = max(static_cast<int64_t>(ri.lo), my * kSplitKeys);
   const int64_t k_end = min(static_cast<int64_t>(ri.pos) + 1, (my + 1) * kSplitKeys);
+  const int nk = static_cast<int>(k_end - k_begin);
   const AttnStore st = ri.store == 0 ? a.store[0] : a.store[1];
   if (st.records == nullptr) __trap();
   const int G = a.group, d = a.d, g0 = hg * group_heads;
   const int gn = min(group_heads, G - g0);
-  const int ld = d + 1;           // tile row stride: lanes reading rows hit distinct banks
-  float* qs = sm;                 // [GP][d]
-  float* tile = sm + GP * d;      // [kTileKeys][ld]
+  const int e0 = lane * D32;
+  const int valid = max(0, min(D32, d - e0));
+  const int64_t base = static_cast<int64_t>(kh) * d + e0;
 
+  float q[GP][D32];
   const float* qrow = a.q + r * a.ldq + (static_cast<int64_t>(kh) * G + g0) * d;
-  for (int i = lane; i < GP * d; i += 32) qs[i] = i < gn * d ? qrow[i] : 0.0f;
-  float acc[GP][D32], m[GP], l[GP];
 #pragma unroll
-  for (int g = 0; g < GP; ++g) {
-    m[g] = -INFINITY;
-    l[g] = 0.0f;
+  for (int g = 0; g < GP; ++g)
 #pragma unroll
-    for (int i = 0; i < D32; ++i) acc[g][i] = 0.0f;
-  }
-  const int64_t head_off = static_cast<int64_t>(kh) * d;
-  for (int64_t t0 = k_begin; t0 < k_end;) {
-    const int64_t t1 = min(k_end, (t0 / kTileKeys + 1) * kTileKeys);
-    const int nt = static_cast<int>(t1 - t0);
-    const uint8_t* my_rec = lane < nt ? Record(a, st, ri.seq, static_cast<int32_t>(t0 + lane)) : nullptr;
-    __syncwarp();
-#pragma unroll 4
-    for (int j = 0; j < nt; ++j) {
-      const uint8_t* rec = TileRecord(my_rec, j);
-      for (int e = lane; e < d; e += 32) tile[j * ld + e] = DecodeKey(st.f, rec, head_off + e);
-    }
-    __syncwarp();
-    float s[GP];
+    for (int i = 0; i < D32; ++i) q[g][i] = g < gn && i < valid ? qrow[g * d + e0 + i] : 0.0f;
+
+  const int j0 = warp * kKeysPerWarp;  // the warp's first key in the split
+  const uint8_t* my_rec =
+      lane < kKeysPerWarp && j0 + lane < nk ? Record(a, st, ri.seq, static_cast<int32_t>(k_begin + j0 + lane)) : nullptr;
+
+  // 1. scores
 #pragma unroll
-    for (int g = 0; g < GP; ++g) s[g] = 0.0f;
-    if (lane < nt) {
-      const float* kj = tile + lane * ld;
-      for (int e = 0; e < d; ++e) {
-        const float k = kj[e];
+  for (int jb = 0; jb < kKeysPerWarp; jb += KB) {
+    float kv[KB][D32];
 #pragma unroll
-        for (int g = 0; g < GP; ++g) s[g] = __fmaf_rn(qs[g * d + e], k, s[g]);
+    for (int jj = 0; jj < KB; ++jj) {
+      const uint8_t* rec = TileRecord(my_rec, jb + jj);
+      if (rec != nullptr) {
+        LoadElems<D32>(st, rec, base, valid, false, kv[jj]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < D32; ++i) kv[jj][i] = 0.0f;
       }
     }
-    float p[GP];
 #pragma unroll
-    for (int g = 0; g < GP; ++g) {
-      const float sc = lane < nt ? s[g] * a.scale : -INFINITY;
-      const float m_new = fmaxf(m[g], WarpMax(sc));
-      if (m_new > m[g]) {
-        const float c = expf(m[g] - m_new);  // 0 on the first tile
-        l[g] = l[g] * c;
-#pragma unroll
-        for (int i = 0; i < D32; ++i) acc[g][i] = acc[g][i] * c;
-        m[g] = m_new;
-      }
-      p[g] = lane < nt ? expf(sc - m_new) : 0.0f;
-      l[g] = l[g] + WarpSum(p[g]);
-    }
-    __syncwarp();
-#pragma unroll 4
-    for (int j = 0; j < nt; ++j) {
-      const uint8_t* rec = TileRecord(my_rec, j);
-      for (int e = lane; e < d; e += 32) tile[j * ld + e] = DecodeValue(st.f, rec, head_off + e, st.centroids);
-    }
-    __syncwarp();
-    for (int j = 0; j < nt; ++j) {
-      float vv[D32];
-#pragma unroll
-      for (int i = 0; i < D32; ++i) {
-        const int e = lane + 32 * i;
-        vv[i] = e < d ? tile[j * ld + e] : 0.0f;
-      }
+    for (int jj = 0; jj < KB; ++jj) {
+      const bool ok = j0 + jb + jj < nk;
 #pragma unroll
       for (int g = 0; g < GP; ++g) {
-        const float pj = __shfl_sync(0xffffffffu, p[g], j);
+        float part = 0.0f;
 #pragma unroll
-        for (int i = 0; i < D32; ++i) acc[g][i] = __fmaf_rn(pj, vv[i], acc[g][i]);
+        for (int i = 0; i < D32; ++i) part = __fmaf_rn(q[g][i], kv[jj][i], part);
+        const float s = WarpSum(part) * a.scale;
+        if (lane == 0) sc[g * kSplitKeys + j0 + jb + jj] = ok ? s : -INFINITY;
       }
     }
-    t0 = t1;
   }
-  float* out = a.partial + ((r_local * a.kv_heads + kh) * a.splits_max + split) * StateFloats(a);
+  __syncthreads();
+  // 2. softmax statistics of the split, one warp per query head
+  for (int g = warp; g < GP; g += kWarps) {
+    const float v0 = sc[g * kSplitKeys + lane], v1 = sc[g * kSplitKeys + lane + 32];
+    const float mx = WarpMax(fmaxf(v0, v1));
+    const float p0 = lane < nk ? expf(v0 - mx) : 0.0f, p1 = lane + 32 < nk ? expf(v1 - mx) : 0.0f;
+    sc[g * kSplitKeys + lane] = p0;
+    sc[g * kSplitKeys + lane + 32] = p1;
+    const float l = WarpSum(p0 + p1);
+    if (lane == 0) stats[g] = mx, stats[GP + g] = l;
+  }
+  __syncthreads();
+  // 3. values
+  float acc[GP][D32];
 #pragma unroll
-  for (int g = 0; g < GP; ++g) {
-    if (g >= gn) continue;
-    if (lane == 0) out[g0 + g] = m[g], out[G + g0 + g] = l[g];
+  for (int g = 0; g < GP; ++g)
 #pragma unroll
-    for (int i = 0; i < D32; ++i) {
-      const int e = lane + 32 * i;
-      if (e < d) out[2 * G + static_cast<int64_t>(g0 + g) * d + e] = acc[g][i];
+    for (int i = 0; i < D32; ++i) acc[g][i] = 0.0f;
+#pragma unroll
+  for (int jb = 0; jb < kKeysPerWarp; jb += KB) {
+    float vv[KB][D32];
+#pragma unroll
+    for (int jj = 0; jj < KB; ++jj) {
+      const uint8_t* rec = TileRecord(my_rec, jb + jj);
+      if (rec != nullptr) {
+        LoadElems<D32>(st, rec, base, valid, true, vv[jj]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < D32; ++i) vv[jj][i] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int jj = 0; jj < KB; ++jj) {
+      if (j0 + jb + jj >= nk) break;
+#pragma unroll
+      for (int g = 0; g < GP; ++g) {
+        const float pj = sc[g * kSplitKeys + j0 + jb + jj];
+#pragma unroll
+        for (int i = 0; i < D32; ++i) acc[g][i] = __fmaf_rn(pj, vv[jj][i], acc[g][i]);
+      }
     }
   }
+  constexpr int kSlice = GP * 32 * D32;
+#pragma unroll
+  for (int g = 0; g < GP; ++g)
+#pragma unroll
+    for (int i = 0; i < D32; ++i) red[warp * kSlice + (g * 32 + lane) * D32 + i] = acc[g][i];
+  __syncthreads();
+  float* out = a.partial + ((r_local * a.kv_heads + kh) * a.splits_max + split) * StateFloats(a);
+  for (int t = threadIdx.x; t < gn * d; t += kWarps * 32) {
+    const int g = t / d, e = t - g * d;
+    const int idx = g * 32 * D32 + e;  // lane e / D32, element e % D32
+    float v = red[idx];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) v = v + red[w * kSlice + idx];
+    out[2 * G + static_cast<int64_t>(g0 + g) * d + e] = v;
+  }
+  if (threadIdx.x < gn) out[g0 + threadIdx.x] = stats[threadIdx.x], out[G + g0 + threadIdx.x] = stats[GP + threadIdx.x];
 }
 
 template <int D32, int GP>
@@ -214,7 +291,7 @@ void LaunchSplit(const dim3& grid, size_t smem, const AttnParams& a, int head_gr
                                        static_cast<int>(smem)));
     allowed = smem;
   }
-  SplitKernel<D32, GP><<<grid, 32, smem, stream>>>(a, head_groups, group_heads);
+  SplitKernel<D32, GP><<<grid, kWarps * 32, smem, stream>>>(a, head_groups, group_heads);
 }
 
 // One block per (row, query head): merge the row's splits in order.
@@ -227,19 +304,37 @@ __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
   const int64_t state = StateFloats(a);
   const float* base = a.partial + (r_local * a.kv_heads + kh) * a.splits_max * state;
   float mx = -INFINITY;
+#pragma unroll 8
   for (int s = 0; s < splits; ++s) mx = fmaxf(mx, base[s * state + g]);
-  float l = 0.0f;
-  for (int e = threadIdx.x; e < d; e += blockDim.x) o[e] = 0.0f;
+  // Thread t owns elements t, t + kThreads, ... (d <= 4 * kThreads) in
+  // registers; every split's loads are unconditional so they pipeline.
+  constexpr int kPer = 512 / kThreads;
+  float l = 0.0f, acc[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) acc[k] = 0.0f;
+#pragma unroll 4
   for (int s = 0; s < splits; ++s) {
-    const float ms = base[s * state + g];
+    const float* ss = base + s * state;
+    const float ms = ss[g], ls = ss[G + g];
+    const float* as = ss + 2 * G + static_cast<int64_t>(g) * d;
+    float av[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int e = threadIdx.x + k * kThreads;
+      av[k] = e < d ? as[e] : 0.0f;
+    }
     if (ms == -INFINITY) continue;
     const float c = expf(ms - mx);
-    l = l + base[s * state + G + g] * c;
-    const float* as = base + s * state + 2 * G + static_cast<int64_t>(g) * d;
-    for (int e = threadIdx.x; e < d; e += blockDim.x) o[e] = __fmaf_rn(c, as[e], o[e]);
+    l = l + ls * c;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) acc[k] = __fmaf_rn(c, av[k], acc[k]);
   }
   const float inv = l > 0 ? 1.0f / l : 0.0f;
-  for (int e = threadIdx.x; e < d; e += blockDim.x) o[e] = o[e] * inv;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int e = threadIdx.x + k * kThreads;
+    if (e < d) o[e] = acc[k] * inv;
+  }
   __syncthreads();
   const AttnStore& st = a.store[ri.store];
   if (st.f.kind == kKvTurbo) {  // kvfmt::RotateInverse on the merged row
@@ -311,7 +406,7 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
     a.partial = static_cast<float*>(scratch.Get(Scratch::kAttention, per_row * std::min(group_rows, rows)));
   }
 
-  // Query heads per warp: as many as keep q and acc within 32 registers each.
+  // Query heads per block: as many as keep q and acc within 32 registers each.
   const int d32 = (a.d + 31) / 32;
   G4_CHECK_MSG(d32 <= 16, "[cuda] PagedAttention: head_dim above 512");
   const int D32 = d32 <= 1 ? 1 : d32 <= 2 ? 2 : d32 <= 4 ? 4 : d32 <= 8 ? 8 : 16;
@@ -320,20 +415,26 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   const int head_groups = (a.group + group_heads - 1) / group_heads;
   G4_CHECK_MSG(static_cast<int64_t>(a.splits_max) * head_groups <= (int64_t{1} << 31) - 1,
                "[cuda] PagedAttention: launch too large");
+  for (AttnStore& st : a.store) {
+    const DevKvFormat& f = st.f;
+    st.vec = st.records != nullptr && f.kind == kKvPlain && a.d == 32 * D32 && f.record_bytes % 16 == 0 &&
+             f.k_codes % 16 == 0 && f.v_codes % 16 == 0 && reinterpret_cast<uintptr_t>(st.records) % 16 == 0;
+  }
   const size_t merge_smem = static_cast<size_t>(a.d) * sizeof(float);
+  const size_t split_smem =
+      (static_cast<size_t>(GP) * kSplitKeys + 2 * GP + static_cast<size_t>(kWarps) * GP * 32 * D32) * sizeof(float);
   for (int64_t r0 = 0; r0 < rows; r0 += group_rows) {
     const int64_t n = std::min(group_rows, rows - r0);
     a.row0 = r0;
     const dim3 grid(static_cast<unsigned>(a.splits_max * head_groups), a.kv_heads, static_cast<unsigned>(n));
     {
     SubProfile sp_split(stream, rows == 1 ? "attention split (1 row)" : "attention split");
-    const size_t smem = (static_cast<size_t>(GP) * a.d + static_cast<size_t>(kTileKeys) * (a.d + 1)) * sizeof(float);
     switch (D32) {
-      case 1: LaunchSplit<1, 16>(grid, smem, a, head_groups, group_heads, stream); break;
-      case 2: LaunchSplit<2, 16>(grid, smem, a, head_groups, group_heads, stream); break;
-      case 4: LaunchSplit<4, 8>(grid, smem, a, head_groups, group_heads, stream); break;
-      case 8: LaunchSplit<8, 4>(grid, smem, a, head_groups, group_heads, stream); break;
-      default: LaunchSplit<16, 2>(grid, smem, a, head_groups, group_heads, stream); break;
+      case 1: LaunchSplit<1, 16>(grid, split_smem, a, head_groups, group_heads, stream); break;
+      case 2: LaunchSplit<2, 16>(grid, split_smem, a, head_groups, group_heads, stream); break;
+      case 4: LaunchSplit<4, 8>(grid, split_smem, a, head_groups, group_heads, stream); break;
+      case 8: LaunchSplit<8, 4>(grid, split_smem, a, head_groups, group_heads, stream); break;
+      default: LaunchSplit<16, 2>(grid, split_smem, a, head_groups, group_heads, stream); break;
     }
     G4_CUDA_LAUNCHED();
     }

@@ -106,6 +106,24 @@ __global__ __launch_bounds__(kThreads) void GreedyKernel(SampleParamsDev a) {
   if (!(t <= 0 || !isfinite(1.0f / t))) return;  // drawn at random: the host's
   float* l = a.logits + r * a.ldl;
   const int V = a.vocab;
+  // A NaN logit (a broken model): the row reports kNonFiniteLogits, its
+  // logits untouched, logprobs as the reference leaves them (0, then none).
+  bool nan = false;
+  for (int i = threadIdx.x; i < V; i += blockDim.x) nan |= isnan(l[i]);
+  if (__syncthreads_or(nan)) {
+    if (threadIdx.x == 0) {
+      a.out_ids[r * a.ld_out] = kNonFiniteLogits;
+      if (a.top >= 0) {
+        a.lp_ids[r * a.ld_lp_ids] = kNonFiniteLogits;
+        a.lp_values[r * a.ld_lp_values] = 0.0f;
+        for (int j = 0; j < a.top; ++j) {
+          a.lp_ids[r * a.ld_lp_ids + 1 + j] = -1;
+          a.lp_values[r * a.ld_lp_values + 1 + j] = -INFINITY;
+        }
+      }
+    }
+    return;
+  }
   // 1. Logit bias (distinct ids).
   for (int i = threadIdx.x; i < p.bias_count; i += blockDim.x) {
     const int id = a.bias_ids[p.bias_begin + i];
