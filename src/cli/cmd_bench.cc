@@ -252,7 +252,7 @@ int RunBench(int argc, char** argv) {
   AddEngineFlags(app, o.engine, "plain:bf16");
   app.add_option("--memcpy-mib", o.copy_mib,
                  "size of the memcpy bandwidth test, on the device for --backend cuda (0 skips it)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   if (auto code = ParseCommandLine(app, "bench", argc, argv)) return *code;
   Status s = FinishCommonFlags(o.common, {&positional_model});

@@ -131,7 +131,7 @@ class Chat {
     } else if (cmd == "/save" && !arg.empty()) {
       Status s = SaveSession(arg, engine_, gen_, Identity());
       Note(s.ok() ? "[saved " + std::to_string(gen_.cached_tokens().size()) + " tokens to " + arg + "]"
-                  : "[not saved: " + s.ToString() + "]");
+                  : "[not saved: " + EscapeForTerminal(s.ToString()) + "]");
     } else if (cmd == "/load" && !arg.empty()) {
       Load(arg);
     } else if (cmd == "/save" || cmd == "/load") {
@@ -147,7 +147,7 @@ class Chat {
     const Status s = Answer();
     if (!s.ok()) {
       conv_.turns.pop_back();
-      Note("[error: " + s.ToString() + "]");
+      Note("[error: " + EscapeForTerminal(s.ToString()) + "]");
     }
   }
 
@@ -160,12 +160,12 @@ class Chat {
   void Load(const std::string& path) {
     StatusOr<LoadedKv> loaded = LoadSession(path, engine_, Identity());
     if (!loaded.ok()) {
-      Note("[not loaded: " + loaded.status().ToString() + "]");
+      Note("[not loaded: " + EscapeForTerminal(loaded.status().ToString()) + "]");
       return;
     }
     StatusOr<Conversation> conv = ParseConversation(bundle_.tokenizer->Decode(loaded->tokens));
     if (!conv.ok()) {
-      Note("[not loaded: " + path + " is " + conv.status().message() + "]");
+      Note("[not loaded: " + EscapeForTerminal(path + " is " + conv.status().message()) + "]");
       return;
     }
     conv_ = std::move(*conv);

@@ -44,7 +44,7 @@ std::vector<int32_t> UsePromptCache(const GenerateFlags& f, Engine& engine, Gene
   if (!loaded.ok()) {
     if (!f.common.quiet)
       std::fprintf(stderr, "[g4] prompt cache not used (%s); it will be replaced\n",
-                   loaded.status().ToString().c_str());
+                   EscapeForTerminal(loaded.status().ToString()).c_str());
     return {};
   }
   std::vector<int32_t> tokens = loaded->tokens;
@@ -163,10 +163,11 @@ int RunGenerate(int argc, char** argv) {
   AddCommonFlags(app, f.common, kModelFlag | kThreadsFlag | kJsonFlag);
   std::string prompt_opt;
   app.add_option("-p,--prompt", prompt_opt, "the prompt (instead of the PROMPT argument)");
-  app.add_option("-f,--file", f.file, "read the prompt from this file");
+  app.add_option("-f,--file", f.file, "read the prompt from this file")->check(ReadableFile());
   app.add_option("--prompts", f.prompts_file,
                  "file of prompts, one per line (text, or JSON objects with \"prompt\" and per-prompt options): "
-                 "runs them together and prints one JSON line per prompt, in order");
+                 "runs them together and prints one JSON line per prompt, in order")
+      ->check(ReadableFile());
   app.add_flag("--raw", f.raw, "complete the text as is, without the chat format");
   app.add_option("--system", f.system, "system prompt (chat format only)");
   app.add_flag("--think", f.think, "enable thinking (chat format only)");

@@ -26,6 +26,7 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/warm_checkpoint.h"
+#include "core/limits.h"
 #include "engine/backend_factory.h"
 #include "engine/engine.h"
 #include "engine/logit_stats.h"
@@ -56,11 +57,24 @@ struct ModeResult {
 };
 
 // Logits rows from index `first` on, the sampled tokens, and the KV back.
+// Without `reference` it keeps the rows; with one it keeps only the KL from
+// the reference's row of the same index and the top-1 agreement (so a mode
+// costs no row memory: only the reference's rows are kept, bounded by
+// kMaxKeptLogitBytes).
 class EvalSink final : public SequenceSink {
  public:
-  EvalSink(int64_t first, int64_t vocab) : first_(first), vocab_(vocab) {}
+  EvalSink(int64_t first, int64_t vocab, const std::vector<float>* reference = nullptr)
+      : first_(first), vocab_(vocab), reference_(reference) {}
   void OnLogits(int64_t index, std::span<const float> logits) override {
     const size_t at = static_cast<size_t>((index - first_) * vocab_);
+    if (reference_) {
+      if (at + vocab_ > reference_->size()) return;  // past the reference's rows: not compared
+      std::span<const float> p(reference_->data() + at, vocab_);
+      kl_sum_ += KlDivergence(p, logits);
+      agree_ += SameTop1(p, logits);
+      ++compared_;
+      return;
+    }
     if (rows_.size() < at + vocab_) rows_.resize(at + vocab_);
     std::copy(logits.begin(), logits.end(), rows_.begin() + at);
   }
@@ -76,9 +90,12 @@ class EvalSink final : public SequenceSink {
   std::vector<int32_t> tokens_;
   KvSeq seq_;
   Status status_;
+  double kl_sum_ = 0;
+  int64_t agree_ = 0, compared_ = 0;
 
  private:
   int64_t first_, vocab_;
+  const std::vector<float>* reference_;
 };
 
 Status RunKvEvalImpl(const KvEvalOptions& o) {
@@ -123,6 +140,21 @@ Status RunKvEvalImpl(const KvEvalOptions& o) {
   Verbose(o.common, "backend " + backend->Describe() + " (OpenMP threads " + std::to_string(omp_get_max_threads()) + ")");
   G4_ASSIGN_OR_RETURN(std::unique_ptr<Gemma4Model> model, Gemma4Model::Load(dir, *backend));
   const int64_t V = model->vocab_size();
+  // Before any memory is spent: the sequence must fit the model's context,
+  // and the reference's logit rows must fit kMaxKeptLogitBytes.
+  const int64_t ctx = model->config().max_position_embeddings;
+  const int64_t given_len =
+      o.prompt_text.empty() ? o.prompt_len : 1 + std::count(o.prompt_text.begin(), o.prompt_text.end(), ',');
+  if (ctx > 0 && given_len + o.tokens > ctx)
+    return UsageStatus("a prompt of " + std::to_string(given_len) + " tokens and --tokens " +
+                       std::to_string(o.tokens) + " exceed the model's context of " + std::to_string(ctx) + " tokens");
+  const uint64_t row_bytes = static_cast<uint64_t>(V) * sizeof(float);
+  if (static_cast<uint64_t>(o.tokens) * row_bytes > kMaxKeptLogitBytes)
+    return UsageStatus("--tokens " + std::to_string(o.tokens) + " would keep " +
+                       std::to_string(static_cast<uint64_t>(o.tokens) * row_bytes >> 20) +
+                       " MiB of reference logits; at most " + std::to_string(kMaxKeptLogitBytes / row_bytes) +
+                       " tokens fit the limit of " + std::to_string(kMaxKeptLogitBytes >> 20) +
+                       " MiB (kMaxKeptLogitBytes) with this model's vocabulary of " + std::to_string(V));
   std::vector<int32_t> prompt;
   if (!o.prompt_text.empty()) {
     G4_ASSIGN_OR_RETURN(prompt, ParseIdList(o.prompt_text));
@@ -141,6 +173,7 @@ Status RunKvEvalImpl(const KvEvalOptions& o) {
   eo.kv = "plain";
   G4_ASSIGN_OR_RETURN(std::unique_ptr<Engine> plain, Engine::Create(*model, eo));
   EvalSink ref(L - 1, V);
+  ref.rows_.reserve(static_cast<size_t>(o.tokens) * V);  // one allocation, within the check above
   {
     SequenceRequest req;
     req.prompt = prompt;
@@ -159,7 +192,7 @@ Status RunKvEvalImpl(const KvEvalOptions& o) {
   for (size_t i = 0; i < schemes.size(); ++i) {
     eo.kv = modes[i];
     G4_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*model, eo));
-    EvalSink sink(L - 1, V);
+    EvalSink sink(L - 1, V, &ref.rows_);
     SequenceRequest req;
     req.prompt = prompt;
     req.forced = forced;
@@ -174,16 +207,9 @@ Status RunKvEvalImpl(const KvEvalOptions& o) {
     r.signature = schemes[i].signature();
     r.allocated = engine->pool().used_bytes();  // the finished sequence still holds its blocks
     r.bytes_per_token_32k = static_cast<double>(engine->pool().ProjectedBytes(32768)) / 32768;
-    const int64_t rows = o.tokens;
-    double kl = 0;
-    int64_t agree = 0;
-    for (int64_t t = 0; t < rows; ++t) {
-      std::span<const float> p(&ref.rows_[t * V], V), q(&sink.rows_[t * V], V);
-      kl += KlDivergence(p, q);
-      agree += SameTop1(p, q);
-    }
-    r.kl = kl / rows;
-    r.top1 = static_cast<double>(agree) / rows;
+    if (sink.compared_ == 0) return Internal("[kv-eval] mode " + modes[i] + " produced no logits to compare");
+    r.kl = sink.kl_sum_ / sink.compared_;
+    r.top1 = static_cast<double>(sink.agree_) / sink.compared_;
     results.push_back(r);
   }
   if (o.common.json) {
@@ -219,10 +245,12 @@ int RunKvEval(int argc, char** argv) {
   app.add_option("-c,--ctx-size,--context", o.context, "context length for --preset")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
       ->capture_default_str();
-  app.add_option("--tokens", o.tokens, "teacher-forced decode steps")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--tokens", o.tokens, "teacher-forced decode steps")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   app.add_option("--prompt-ids", o.prompt_text, "prompt token ids, comma separated (default: random ids)");
   app.add_option("--prompt-len", o.prompt_len, "length of the random prompt")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the random prompt")->capture_default_str();
   app.add_option("--kv,--mode", o.modes,
@@ -231,7 +259,9 @@ int RunKvEval(int argc, char** argv) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  app.add_option("--chunk", o.chunk, "prefill chunk size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--chunk", o.chunk, "prefill chunk size")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
   AddBackendFlag(app, o.backend);
   if (auto code = ParseCommandLine(app, "kv-eval", argc, argv)) return *code;
   Status s = FinishCommonFlags(o.common, {&positional_model}, /*model_required=*/false);

@@ -13,6 +13,7 @@
 #include "cli/cli_util.h"
 #include "cli/command_line.h"
 #include "cli/warm_checkpoint.h"
+#include "core/limits.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "engine/backend_factory.h"
@@ -74,6 +75,18 @@ Status RunLogitsImpl(const LogitsOptions& o) {
                         "), kv " + o.engine.kv + ", chunk " + std::to_string(o.engine.chunk));
   G4_ASSIGN_OR_RETURN(std::unique_ptr<Gemma4Model> model, Gemma4Model::Load(dir, *backend));
   const int64_t V = model->vocab_size();
+  // Every row is kept until the file is written: bound them before running
+  // (and before the scheduler would refuse a sequence longer than the
+  // context, which it does itself).
+  uint64_t rows = 0;
+  for (const auto& ids : prompts) rows += ids.size() + o.greedy + (decode_ids.empty() ? 0 : decode_ids.size() + 1);
+  const uint64_t row_bytes = static_cast<uint64_t>(V) * sizeof(float);
+  if (rows * row_bytes > kMaxKeptLogitBytes)
+    return UsageStatus(std::to_string(rows) + " logit rows (prompts, --greedy, --decode-ids) would take " +
+                       std::to_string(rows * row_bytes >> 20) + " MiB; at most " +
+                       std::to_string(kMaxKeptLogitBytes / row_bytes) + " rows fit the limit of " +
+                       std::to_string(kMaxKeptLogitBytes >> 20) + " MiB (kMaxKeptLogitBytes) with this model's " +
+                       "vocabulary of " + std::to_string(V));
   EngineOptions eo = ToEngineOptions(o.engine);
   eo.max_seqs = static_cast<int>(2 * prompts.size());
   eo.max_outputs = eo.max_step_tokens;  // every row of a chunk is an output
@@ -145,7 +158,7 @@ int RunLogits(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->required();
   app.add_option("--greedy", o.greedy, "greedy steps: writes greedy_ids [N] and greedy_logits [N, V]")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
   app.add_option("--decode-ids", o.decode_text,
                  "ids fed one by one after each prompt: writes decode_logits [K, V]");

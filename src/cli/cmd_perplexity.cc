@@ -109,11 +109,11 @@ int RunPerplexity(int argc, char** argv) {
   std::string positional_model;
   app.add_option("MODEL", positional_model, "the model (same as -m)");
   AddCommonFlags(app, o.common, kModelFlag | kThreadsFlag | kJsonFlag);
-  app.add_option("-f,--file", o.file, "UTF-8 text file")->required()->check(CLI::ExistingFile);
+  app.add_option("-f,--file", o.file, "UTF-8 text file")->required()->check(ReadableFile());
   app.add_option("-c,--ctx-size,--ctx", o.ctx, "tokens per window")->check(CLI::Range(4, 1 << 20))->capture_default_str();
   AddEngineFlags(app, o.engine, "plain", /*batch=*/true);
   app.add_option("--chunks", o.max_windows, "score at most this many windows (0 = all)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
   app.add_flag("--kl", o.kl, "also run the plain cache and report KL(plain || --kv) and top-1 agreement");
   app.add_flag("--no-bos", o.no_bos, "do not start windows with <bos>");

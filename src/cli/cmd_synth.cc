@@ -24,7 +24,7 @@ int RunSynth(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "bf16", "q4", "q8"}))
       ->capture_default_str();
   app.add_option("--tokenizer", o.tokenizer_path, "tokenizer.json to copy into the checkpoint")
-      ->check(CLI::ExistingFile);
+      ->check(ReadableFile());
   app.add_option("--seed", o.seed, "seed of the weight values")->capture_default_str();
   app.add_option("-o,--out", o.out_dir, "output directory (created if missing)")->required();
   AddCommonFlags(app, common, kThreadsFlag | kJsonFlag);

@@ -37,7 +37,7 @@ void AddSamplingFlags(CLI::App& app, SamplingFlags& f) {
       ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()))
       ->capture_default_str();
   app.add_option("-n,--max-tokens,--n-predict", f.max_tokens, "maximum tokens to generate")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()))
       ->capture_default_str();
   app.add_option("--stop", f.stop, "stop at this text (never printed); repeat for several")
       ->expected(1)

@@ -29,6 +29,14 @@ inline constexpr uint64_t kMaxTemplateBytes = uint64_t{4} << 20;
 // enough for wikitext-103's test split many times over.
 inline constexpr uint64_t kMaxTextFileBytes = uint64_t{256} << 20;
 
+// ---- Memory a command keeps for its report.
+
+// Logit rows a command keeps whole to compare or write them (`g4 logits`,
+// `g4 kv-eval`): rows x vocabulary x 4 bytes. 4 GiB is 4096 rows of Gemma 4's
+// 262,144-token vocabulary; asking for more is a usage error, not a
+// std::bad_alloc.
+inline constexpr uint64_t kMaxKeptLogitBytes = uint64_t{4} << 30;
+
 // ---- JSON structure, checked while parsing (never by recursion).
 
 // Nesting depth of arrays and objects. Real files nest at most 6 deep

@@ -1,5 +1,6 @@
 #include "engine/kv_disk_cache.h"
 
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/file_write.h"
 #include "kv/checksum.h"
 
 namespace g4 {
@@ -45,36 +47,10 @@ void Touch(const fs::path& p) {
 }  // namespace
 
 Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError("[kv-cache] " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string err = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return IoError("[kv-cache] " + tmp + ": write: " + err);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return IoError("[kv-cache] " + tmp + ": " + std::strerror(errno));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return IoError("[kv-cache] " + path + ": rename: " + std::strerror(errno));
-  }
-  const std::string dir = fs::path(path).parent_path().string();
-  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::Ok();
+  // The write policy (core/file_write.h): never renamed over a symlink,
+  // directory, FIFO or device.
+  const Status s = WriteFileAtomic(path, bytes.data(), bytes.size());
+  return s.ok() ? s : Status(s.code(), "[kv-cache] " + s.message());
 }
 
 StatusOr<std::unique_ptr<KvDiskCache>> KvDiskCache::Open(KvDiskCacheOptions options) {

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <string_view>
 
+#include "core/file_read.h"
+
 namespace g4 {
 namespace {
 
@@ -160,6 +162,12 @@ StatusOr<LocatedModel> LocateModel(const std::string& spec, const std::vector<st
     m.dir = spec;
     return m;
   }
+  // Something there that is not a directory (a file, a symlink loop) is named
+  // as what it is, not reported missing.
+  StatusOr<PathType> type = StatPath(spec);
+  if (!type.ok()) return Status(type.status().code(), "[model] " + type.status().message());
+  if (*type != PathType::kMissing)
+    return InvalidArgument("[model] " + spec + " is not a directory (a model is a checkpoint directory or ORG/NAME)");
   if (!LooksLikeRepoId(spec)) return NotFound("[model] " + spec + ": no such model directory");
   const size_t at = spec.find('@');
   const std::string id = spec.substr(0, at);

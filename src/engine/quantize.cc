@@ -1,6 +1,7 @@
 // g4 quantize: see quantize.h for the output layout and the quantization rule.
 #include "engine/quantize.h"
 
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -15,6 +16,7 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "core/file_write.h"
 #include "core/float16.h"
 #include "io/config.h"
 #include "io/safetensors.h"
@@ -267,16 +269,8 @@ StatusOr<ordered_json> ReadJson(const fs::path& path) {
 }
 
 Status WriteText(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.good()) return IoError("[quantize] cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return IoError("[quantize] cannot rename " + tmp.string() + ": " + ec.message());
-  return Status::Ok();
+  const Status s = WriteFileAtomic(path.string(), text.data(), text.size());  // the write policy
+  return s.ok() ? s : Status(s.code(), "[quantize] " + s.message());
 }
 
 // The input config in the multimodal layout, with the quantization block.

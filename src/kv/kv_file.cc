@@ -1,13 +1,11 @@
 #include "kv/kv_file.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <array>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "core/file_write.h"
 #include "core/mapped_file.h"
 #include "kv/checksum.h"
 
@@ -35,72 +33,8 @@ uint64_t GetU64(const uint8_t* p) {
   return v;
 }
 
-// A file written under a temporary name and renamed into place by Commit();
-// destroyed uncommitted, it removes the temporary file.
-class AtomicWriter {
- public:
-  static StatusOr<std::unique_ptr<AtomicWriter>> Open(const std::string& path) {
-    auto w = std::unique_ptr<AtomicWriter>(new AtomicWriter(path));
-    w->fd_ = ::open(w->tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd_ < 0) return IoError("[kv] " + w->tmp_ + ": " + std::strerror(errno));
-    return w;
-  }
-  ~AtomicWriter() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  uint64_t size() const { return size_; }
-  Status Write(const void* data, size_t n) {
-    G4_RETURN_IF_ERROR(WriteAt(size_, data, n));
-    size_ += n;
-    return Status::Ok();
-  }
-  Status PadTo(uint64_t align) {
-    const std::vector<uint8_t> zeros((align - size_ % align) % align, 0);
-    return Write(zeros.data(), zeros.size());
-  }
-  Status WriteAt(uint64_t offset, const void* data, size_t n) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    while (n > 0) {
-      const ssize_t k = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
-      if (k < 0) {
-        if (errno == EINTR) continue;
-        return IoError("[kv] " + tmp_ + ": write: " + std::strerror(errno));
-      }
-      p += k;
-      n -= static_cast<size_t>(k);
-      offset += static_cast<uint64_t>(k);
-    }
-    return Status::Ok();
-  }
-  Status Commit() {
-    if (::fsync(fd_) != 0) return IoError("[kv] " + tmp_ + ": fsync: " + std::strerror(errno));
-    if (::close(fd_) != 0) {
-      fd_ = -1;
-      return IoError("[kv] " + tmp_ + ": close: " + std::strerror(errno));
-    }
-    fd_ = -1;
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0) return IoError("[kv] " + path_ + ": rename: " + std::strerror(errno));
-    committed_ = true;
-    // Make the rename itself durable.
-    const size_t slash = path_.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash == 0 ? 1 : slash);
-    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      ::fsync(dfd);
-      ::close(dfd);
-    }
-    return Status::Ok();
-  }
-
- private:
-  explicit AtomicWriter(std::string path)
-      : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {}
-  std::string path_, tmp_;
-  int fd_ = -1;
-  uint64_t size_ = 0;
-  bool committed_ = false;
-};
+// AtomicFileWriter's errors carry no module tag.
+Status Kv(const Status& s) { return s.ok() ? s : Status(s.code(), "[kv] " + s.message()); }
 
 std::string Hex32(uint32_t v) {
   char buf[9];
@@ -117,9 +51,13 @@ Status SaveKvFile(const std::string& path, const KvPool& pool, const KvSeq& seq,
     return InvalidArgument("[kv] saving " + std::to_string(tokens.size()) + " token ids for a sequence of " +
                            std::to_string(length) + " tokens");
   const std::vector<KvPool::LayerRecords> layers = pool.Export(seq);
-  G4_ASSIGN_OR_RETURN(std::unique_ptr<AtomicWriter> w, AtomicWriter::Open(path));
+  // The write policy (core/file_write.h): a temporary file renamed over a new
+  // path or a regular file only, never over a symlink, FIFO or device.
+  StatusOr<AtomicFileWriter> opened = AtomicFileWriter::Create(path);
+  if (!opened.ok()) return Kv(opened.status());
+  AtomicFileWriter* w = &*opened;
   const std::vector<uint8_t> preamble(kPreambleBytes, 0);
-  G4_RETURN_IF_ERROR(w->Write(preamble.data(), preamble.size()));
+  G4_RETURN_IF_ERROR(Kv(w->Write(preamble.data(), preamble.size())));
   nlohmann::json header;
   header["format"] = "g4-kv";
   header["version"] = kKvFileVersion;
@@ -133,7 +71,7 @@ Status SaveKvFile(const std::string& path, const KvPool& pool, const KvSeq& seq,
   for (const KvPool::LayerRecords& rec : layers) {
     const int64_t n = length - rec.first_token;
     const uint64_t record_bytes = n > 0 ? rec.records.size() / static_cast<uint64_t>(n) : 0;
-    G4_RETURN_IF_ERROR(w->PadTo(kAlign));
+    G4_RETURN_IF_ERROR(Kv(w->PadTo(kAlign)));
     lj.push_back({{"layer", rec.layer},
                   {"signature", rec.signature},
                   {"first_token", rec.first_token},
@@ -141,13 +79,13 @@ Status SaveKvFile(const std::string& path, const KvPool& pool, const KvSeq& seq,
                   {"offset", w->size()},
                   {"bytes", rec.records.size()},
                   {"crc32c", Hex32(Crc32c(rec.records.data(), rec.records.size()))}});
-    G4_RETURN_IF_ERROR(w->Write(rec.records.data(), rec.records.size()));
+    G4_RETURN_IF_ERROR(Kv(w->Write(rec.records.data(), rec.records.size())));
   }
   header["layers"] = std::move(lj);
-  G4_RETURN_IF_ERROR(w->PadTo(kAlign));
+  G4_RETURN_IF_ERROR(Kv(w->PadTo(kAlign)));
   const std::string text = header.dump();
   const uint64_t header_offset = w->size();
-  G4_RETURN_IF_ERROR(w->Write(text.data(), text.size()));
+  G4_RETURN_IF_ERROR(Kv(w->Write(text.data(), text.size())));
   uint8_t pre[kPreambleBytes] = {};
   std::memcpy(pre, kMagic, 8);
   PutU32(pre + 8, kKvFileVersion);
@@ -157,8 +95,8 @@ Status SaveKvFile(const std::string& path, const KvPool& pool, const KvSeq& seq,
   PutU32(pre + 32, Crc32c(text.data(), text.size()));
   PutU32(pre + 36, 0);
   PutU32(pre + 40, Crc32c(pre, 40));
-  G4_RETURN_IF_ERROR(w->WriteAt(0, pre, sizeof pre));
-  return w->Commit();
+  G4_RETURN_IF_ERROR(Kv(w->WriteAt(0, pre, sizeof pre)));
+  return Kv(w->Commit());
 }
 
 namespace {

@@ -142,7 +142,7 @@ TEST(CliGrammar, HelpShowsDefaultsForEveryCommand) {
     std::vector<std::string> defaults;
   };
   const std::vector<Case> cases = {
-      {"generate", {"--max-tokens,--n-predict INT:NONNEGATIVE=512", "--kv TEXT=plain:bf16", "--seed INT", "=-1",
+      {"generate", {"--max-tokens,--n-predict INT", "in [0 - 2147483647]=512", "--kv TEXT=plain:bf16", "--seed INT", "=-1",
                     "--chunk", "=512", "model's"}},
       {"chat", {"=512", "--kv TEXT=plain:bf16", "--history-file"}},
       {"bench", {"--prompt INT", "=512", "--gen INT", "=64"}},

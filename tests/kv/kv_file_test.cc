@@ -6,6 +6,8 @@
 #include "kv/kv_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -343,6 +345,39 @@ TEST_F(KvFileTest, FailedSaveLeavesNoFileBehind) {
   const Status wrong = SaveKvFile(dir_ + "/x.g4kv", *pool, seq, kIdentity, {1, 2, 3});
   EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(std::filesystem::is_empty(dir_)) << "no file or temporary left";
+}
+
+// The write policy (core/file_write.h): a save never renames over a symlink
+// (which would replace the link), a FIFO or a device; a regular file is
+// replaced, and nothing is left behind when the save is refused.
+TEST_F(KvFileTest, SaveRefusesTargetsThatAreNotRegularFiles) {
+  auto pool = MakePool(MakeConfig(), "plain", *backend_, Capacity(10));
+  ASSERT_NE(pool, nullptr);
+  KvSeq seq = pool->NewSequence();
+  Fill(*pool, seq, 12, 1);
+  const auto ids = Ids(12, 3);
+  const std::string real = dir_ + "/real.g4kv";
+  WriteAll(real, "keep me");
+  ASSERT_EQ(::symlink(real.c_str(), (dir_ + "/link.g4kv").c_str()), 0);
+  ASSERT_EQ(::mkfifo((dir_ + "/fifo.g4kv").c_str(), 0600), 0);
+  for (const std::string name : {"link.g4kv", "fifo.g4kv"}) {
+    const Status s = SaveKvFile(dir_ + "/" + name, *pool, seq, kIdentity, ids);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << name << ": " << s.ToString();
+    EXPECT_EQ(s.message().rfind("[kv] ", 0), 0u) << s.message();
+    EXPECT_NE(s.message().find("replaces only regular files"), std::string::npos) << s.message();
+  }
+  EXPECT_EQ(ReadAll(real), "keep me") << "written through the symlink";
+  EXPECT_TRUE(std::filesystem::is_symlink(dir_ + "/link.g4kv"));
+  const Status dev = SaveKvFile("/dev/null", *pool, seq, kIdentity, ids);
+  EXPECT_FALSE(dev.ok());
+  // A regular file is replaced, and loads.
+  ASSERT_TRUE(SaveKvFile(real, *pool, seq, kIdentity, ids).ok());
+  auto loaded = LoadKvFile(real, *pool, kIdentity);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->tokens, ids);
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) entries += !e.path().empty();
+  EXPECT_EQ(entries, 3u) << "a temporary file was left behind";
 }
 
 }  // namespace

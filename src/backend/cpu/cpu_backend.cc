@@ -6,6 +6,7 @@
 // is written (Backend::Allocate's contract). Both are aligned to kAlignment.
 #include "backend/cpu/cpu_backend.h"
 
+#include <cpuid.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -186,6 +187,26 @@ const char* CpuKernelsName(CpuKernels k) {
   return "?";
 }
 
+namespace {
+
+// clang 14 (the fuzz build's compiler) rejects "f16c", "lzcnt" and "movbe" in
+// __builtin_cpu_supports; there they come from CPUID directly (leaf 1 ECX
+// bits 29 and 22, leaf 0x80000001 ECX bit 5). They need no OS support beyond
+// what the AVX2 check already requires.
+#if defined(__clang__) && __clang_major__ < 15
+bool CpuidEcxBit(unsigned leaf, int bit) {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(leaf, &a, &b, &c, &d) && ((c >> bit) & 1);
+}
+bool HasF16cLzcntMovbe() { return CpuidEcxBit(1, 29) && CpuidEcxBit(0x80000001u, 5) && CpuidEcxBit(1, 22); }
+#else
+bool HasF16cLzcntMovbe() {
+  return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("lzcnt") && __builtin_cpu_supports("movbe");
+}
+#endif
+
+}  // namespace
+
 bool CpuKernelsSupported(CpuKernels k) {
   // libgcc's checks include the OS side (XGETBV: the YMM / ZMM state is
   // saved on context switches), not only the CPUID bits.
@@ -195,10 +216,8 @@ bool CpuKernelsSupported(CpuKernels k) {
     case CpuKernels::kBaseline:
       return true;
     case CpuKernels::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi") &&
-             __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("lzcnt") &&
-             __builtin_cpu_supports("movbe") && __builtin_cpu_supports("popcnt");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
+             __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt") && HasF16cLzcntMovbe();
     case CpuKernels::kAvx512:
       return CpuKernelsSupported(CpuKernels::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
