@@ -157,12 +157,21 @@ void TransposeGroupValues(DType t, const void* base, int64_t gpr, int64_t row0, 
                        : VLoadN(static_cast<const float*>(base) + first, ng);
     } else {
       const uint16_t* h = static_cast<const uint16_t*>(base) + first;
+#if G4_ISA_AVX512
+      // A masked load: a copy through the stack would stall on store
+      // forwarding (E2B's 24 groups per row make half the calls partial).
+      const __m256i raw = ng == kLanes ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h))
+                                       : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << ng) - 1), h);
+      f = t == DType::kBF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16))
+                            : _mm512_cvtph_ps(raw);
+#else
       uint16_t tmp[kLanes] = {};
       if (ng < kLanes) {
         std::memcpy(tmp, h, ng * sizeof(uint16_t));
         h = tmp;
       }
       f = t == DType::kBF16 ? VLoadBf16(h) : VLoadF16(h);
+#endif
     }
 #if G4_ISA_AVX512
     v[r] = _mm512_castps_si512(f);
@@ -185,10 +194,16 @@ namespace {
 
 #if G4_ISA_AVX2
 
-// Each row's codes are requested this far ahead of their use: the block
-// reads kLanes rows side by side, more streams than the hardware prefetcher
-// follows far enough ahead on its own.
-constexpr int64_t kPrefetchBytes = 512;
+// Prefetch. A block reads kLanes short rows side by side (768 bytes each
+// for E2B's 1536 columns): more streams than the hardware prefetcher follows,
+// and each too short for it to get ahead. The block's rows are contiguous,
+// and so are the blocks a member takes, so while it works on one block it
+// requests the next one's codes linearly, spread evenly over the block's
+// steps (a whole block ahead: enough in flight to cover DRAM latency on one
+// core), and that block's scales and biases at its first step.
+inline void PrefetchRange(const uint8_t* p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+}
 
 // Outputs of weight rows [n0, n0 + nr) (nr <= kLanes) for every input row.
 template <int B, int G>
@@ -217,7 +232,21 @@ void GemvBlock(const ActRows& x, int64_t m_rows, const WeightMatrix& w, int64_t 
   alignas(64) float st[kLanes * kLanes], bt[kLanes * kLanes];
   int64_t g_base = -1;
   const int64_t steps = (k + kStepCols - 1) / kStepCols;
+  // The next block: its codes (whole cache lines, per step), scales, biases.
+  const int64_t next_rows = std::clamp<int64_t>(w.rows - (n0 + kLanes), 0, kLanes);
+  const uint8_t* next_codes = reinterpret_cast<const uint8_t*>(w.codes + (n0 + kLanes) * w.words_per_row());
+  const int64_t next_bytes = next_rows * row_bytes;
+  const int64_t pf_per_step = (next_bytes + 64 * steps - 1) / (64 * steps) * 64;
+  if (next_rows > 0) {
+    const int64_t sb = DTypeSize(w.scale_dtype);
+    PrefetchRange(static_cast<const uint8_t*>(w.scales) + (n0 + kLanes) * gpr * sb, next_rows * gpr * sb);
+    PrefetchRange(static_cast<const uint8_t*>(w.biases) + (n0 + kLanes) * gpr * sb, next_rows * gpr * sb);
+  }
   for (int64_t step = 0; step < steps; ++step) {
+    {
+      const int64_t o = step * pf_per_step;
+      if (o < next_bytes) PrefetchRange(next_codes + o, std::min(pf_per_step, next_bytes - o));
+    }
     const int64_t g0 = step * kGroupsPerStep;
     const int ng = static_cast<int>(std::min<int64_t>(kGroupsPerStep, gpr - g0));
     if (g_base < 0 || g0 >= g_base + kLanes) {
@@ -239,8 +268,6 @@ void GemvBlock(const ActRows& x, int64_t m_rows, const WeightMatrix& w, int64_t 
         if (whole) {
 #pragma GCC unroll 16
           for (int r = 0; r < kLanes; ++r) {
-            if (m == 0)
-              _mm_prefetch(reinterpret_cast<const char*>(rows[r] + off + kPrefetchBytes), _MM_HINT_T0);
             VI c[U::kVecs];
             U::Load(rows[r] + off, U::kBytes, c);
             v[r] = U::Dot(c, xu, v[r]);
