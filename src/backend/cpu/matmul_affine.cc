@@ -157,12 +157,21 @@ void TransposeGroupValues(DType t, const void* base, int64_t gpr, int64_t row0, 
                        : VLoadN(static_cast<const float*>(base) + first, ng);
     } else {
       const uint16_t* h = static_cast<const uint16_t*>(base) + first;
+#if G4_ISA_AVX512
+      // A masked load: a copy through the stack would stall on store
+      // forwarding (E2B's 24 groups per row make half the calls partial).
+      const __m256i raw = ng == kLanes ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h))
+                                       : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << ng) - 1), h);
+      f = t == DType::kBF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16))
+                            : _mm512_cvtph_ps(raw);
+#else
       uint16_t tmp[kLanes] = {};
       if (ng < kLanes) {
         std::memcpy(tmp, h, ng * sizeof(uint16_t));
         h = tmp;
       }
       f = t == DType::kBF16 ? VLoadBf16(h) : VLoadF16(h);
+#endif
     }
 #if G4_ISA_AVX512
     v[r] = _mm512_castps_si512(f);
@@ -185,15 +194,88 @@ namespace {
 
 #if G4_ISA_AVX2
 
-// Each row's codes are requested this far ahead of their use: the block
-// reads kLanes rows side by side, more streams than the hardware prefetcher
-// follows far enough ahead on its own.
-constexpr int64_t kPrefetchBytes = 512;
+// Memory order. The codes are read the way they lie: a block's kLanes rows
+// are contiguous, and so are the blocks a member takes, so the kernel goes
+// through one row after the other (a chunk of each row at a time when rows
+// are long) and the hardware prefetcher sees one sequential stream. Reading
+// the block's rows side by side instead (one unit of each in turn) makes
+// kLanes short streams (768 bytes each for E2B's 1536 columns) that no
+// prefetcher gets ahead of: the kernel ran at a third of the read bandwidth.
+// The rows' per-unit dot products wait in a tile in L1 until the block's
+// chunk is done; then the reduction network and the float steps run as
+// before, so nothing about the arithmetic or its order changes.
+constexpr int64_t kTileBytes = 32 * 1024;
+// The codes are also requested about kAheadBytes ahead of their use (whole
+// rows ahead: the same chunk of a later row), into L2 (prefetcht1): the
+// hardware prefetcher alone, or prefetches into L1 (whose few miss buffers
+// then stall the loads), left the kernel at a third to a half of the read
+// bandwidth on one core (AMD Zen 4: 7.5 -> 13.4 GB/s, ops_bench q4g64_cold).
+constexpr int64_t kAheadBytes = 8192;
+
+// BF16 scales and biases of rows [row0, row0 + nr) and groups [g0, g0 + ng)
+// (nr, ng <= kLanes), transposed in one pass: out[j * kLanes + r] holds row
+// r's group j scale in its low 16 bits and bias in its high 16 bits (zero
+// past nr or ng). One 32-bit transpose instead of two: the transposes were a
+// tenth of E2B's decode time.
+void TransposeScaleBiasBf16(const WeightMatrix& w, int64_t row0, int nr, int64_t g0, int ng, uint32_t* out) {
+  const int64_t gpr = w.groups_per_row();
+  const uint16_t* sc = static_cast<const uint16_t*>(w.scales);
+  const uint16_t* bi = static_cast<const uint16_t*>(w.biases);
+  VI v[kLanes];
+  for (int r = 0; r < kLanes; ++r) {
+    if (r >= nr) {
+      v[r] = VIZero();
+      continue;
+    }
+    const int64_t first = (row0 + r) * gpr + g0;
+#if G4_ISA_AVX512
+    const __mmask16 mask = static_cast<__mmask16>((1u << ng) - 1);
+    const __m512i s16 = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, sc + first));
+    const __m512i b16 = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, bi + first));
+    v[r] = _mm512_or_si512(s16, _mm512_slli_epi32(b16, 16));
+#else
+    alignas(16) uint16_t ts[kLanes] = {}, tb[kLanes] = {};
+    const uint16_t* ps = sc + first;
+    const uint16_t* pb = bi + first;
+    if (ng < kLanes) {
+      std::memcpy(ts, ps, ng * sizeof(uint16_t));
+      std::memcpy(tb, pb, ng * sizeof(uint16_t));
+      ps = ts;
+      pb = tb;
+    }
+    const __m256i s16 = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ps)));
+    const __m256i b16 = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb)));
+    v[r] = _mm256_or_si256(s16, _mm256_slli_epi32(b16, 16));
+#endif
+  }
+  TransposeWords(v);
+  for (int j = 0; j < kLanes; ++j) VIStore(reinterpret_cast<int32_t*>(out + j * kLanes), v[j]);
+}
+
+// The scale (low half) and bias (high half) of a TransposeScaleBiasBf16
+// vector as floats: exactly what VLoadBf16 gives for each.
+inline VF PairScale(VI p) {
+#if G4_ISA_AVX512
+  return _mm512_castsi512_ps(_mm512_slli_epi32(p, 16));
+#else
+  return _mm256_castsi256_ps(_mm256_slli_epi32(p, 16));
+#endif
+}
+inline VF PairBias(VI p) {
+#if G4_ISA_AVX512
+  return _mm512_castsi512_ps(_mm512_and_si512(p, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+#else
+  return _mm256_castsi256_ps(_mm256_and_si256(p, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+#endif
+}
 
 // Outputs of weight rows [n0, n0 + nr) (nr <= kLanes) for every input row.
-template <int B, int G>
-void GemvBlock(const ActRows& x, int64_t m_rows, const WeightMatrix& w, int64_t n0, int nr, float* y,
+// kM: 1 when m_rows is known to be 1 (decode: the compiler keeps everything
+// in registers), 0 for any m_rows.
+template <int B, int G, int kM>
+void GemvBlock(const ActRows& x, int64_t m_rows_arg, const WeightMatrix& w, int64_t n0, int nr, float* y,
                int64_t ldy) {
+  const int64_t m_rows = kM == 0 ? m_rows_arg : kM;
   using U = Unit<B>;
   constexpr int kCpl = U::kColsPerLane;
   constexpr int kL = G / kCpl < kLanes ? G / kCpl : kLanes;  // lanes per group
@@ -203,65 +285,85 @@ void GemvBlock(const ActRows& x, int64_t m_rows, const WeightMatrix& w, int64_t 
   static_assert(kStepCols == static_cast<int64_t>(kGroupsPerStep) * G);
   const int64_t k = w.cols, gpr = w.groups_per_row();
   const int64_t row_bytes = w.words_per_row() * 4;
-  // Rows past nr read as empty (masked loads of nothing), so every loop
-  // over the block's rows has a compile-time trip count and the vectors stay
-  // in registers.
-  const uint8_t* rows[kLanes];
-  int64_t limit[kLanes];
-  for (int r = 0; r < kLanes; ++r) {
-    rows[r] = reinterpret_cast<const uint8_t*>(w.codes + (n0 + std::min(r, nr - 1)) * w.words_per_row());
-    limit[r] = r < nr ? row_bytes : 0;
-  }
+  const int64_t steps = (k + kStepCols - 1) / kStepCols;
+  // The tile: per step of the chunk and input row, kLanes vectors (one per
+  // weight row) of lane partial sums.
+  alignas(64) VI tile[kTileBytes / sizeof(VI)];
+  const int64_t chunk_steps = std::max<int64_t>(1, kTileBytes / (sizeof(VI) * kLanes * m_rows));
   VF acc[kGemvMaxRows];
   for (int64_t m = 0; m < m_rows; ++m) acc[m] = VZero();
   alignas(64) float st[kLanes * kLanes], bt[kLanes * kLanes];
+  alignas(64) uint32_t sbt[kLanes * kLanes];
+  const bool paired = w.scale_dtype == DType::kBF16;
   int64_t g_base = -1;
-  const int64_t steps = (k + kStepCols - 1) / kStepCols;
-  for (int64_t step = 0; step < steps; ++step) {
-    const int64_t g0 = step * kGroupsPerStep;
-    const int ng = static_cast<int>(std::min<int64_t>(kGroupsPerStep, gpr - g0));
-    if (g_base < 0 || g0 >= g_base + kLanes) {
-      g_base = g0 / kLanes * kLanes;
-      const int n_g = static_cast<int>(std::min<int64_t>(kLanes, gpr - g_base));
-      TransposeGroupValues(w.scale_dtype, w.scales, gpr, n0, nr, g_base, n_g, st);
-      TransposeGroupValues(w.scale_dtype, w.biases, gpr, n0, nr, g_base, n_g, bt);
+  if (n0 + kLanes < w.rows) {  // the next block's scales and biases
+    const int64_t sb = DTypeSize(w.scale_dtype), bytes = std::min<int64_t>(kLanes, w.rows - n0 - kLanes) * gpr * sb;
+    for (int64_t o = 0; o < bytes; o += 64) {
+      _mm_prefetch(static_cast<const char*>(w.scales) + (n0 + kLanes) * gpr * sb + o, _MM_HINT_T0);
+      _mm_prefetch(static_cast<const char*>(w.biases) + (n0 + kLanes) * gpr * sb + o, _MM_HINT_T0);
     }
-    // The common case: every row of the block, whole units.
-    const bool whole = nr == kLanes && (step + 1) * kUnitsPerStep * U::kBytes <= row_bytes;
-    for (int64_t m = 0; m < m_rows; ++m) {
-      VI v[kLanes];
-#pragma GCC unroll 16
-      for (int r = 0; r < kLanes; ++r) v[r] = VIZero();
-      for (int uu = 0; uu < kUnitsPerStep; ++uu) {
-        const int64_t u = step * kUnitsPerStep + uu;
-        const int64_t off = u * U::kBytes;
-        const int8_t* xu = x.q + m * x.ldq + u * U::kCols;
-        if (whole) {
-#pragma GCC unroll 16
-          for (int r = 0; r < kLanes; ++r) {
-            if (m == 0)
-              _mm_prefetch(reinterpret_cast<const char*>(rows[r] + off + kPrefetchBytes), _MM_HINT_T0);
-            VI c[U::kVecs];
-            U::Load(rows[r] + off, U::kBytes, c);
-            v[r] = U::Dot(c, xu, v[r]);
-          }
-        } else {
-#pragma GCC unroll 16
-          for (int r = 0; r < kLanes; ++r) {
-            VI c[U::kVecs];
-            U::Load(rows[r] + off, std::max<int64_t>(0, limit[r] - off), c);
-            v[r] = U::Dot(c, xu, v[r]);
-          }
+  }
+  const uint8_t* codes = reinterpret_cast<const uint8_t*>(w.codes);
+  for (int64_t s0 = 0; s0 < steps; s0 += chunk_steps) {
+    const int64_t s1 = std::min(steps, s0 + chunk_steps);
+    for (int r = 0; r < kLanes; ++r) {
+      VI* tr = tile + r;
+      if (r >= nr) {
+        for (int64_t i = 0; i < (s1 - s0) * m_rows; ++i) tr[i * kLanes] = VIZero();
+        continue;
+      }
+      const uint8_t* row = codes + (n0 + r) * row_bytes;
+      const int64_t ahead_rows = (kAheadBytes + row_bytes - 1) / row_bytes;
+      const uint8_t* ahead = n0 + r + ahead_rows < w.rows ? row + ahead_rows * row_bytes : nullptr;
+      for (int64_t step = s0; step < s1; ++step) {
+        VI c[kUnitsPerStep][U::kVecs];
+#pragma GCC unroll 8
+        for (int uu = 0; uu < kUnitsPerStep; ++uu) {
+          const int64_t off = (step * kUnitsPerStep + uu) * U::kBytes;
+          if (ahead != nullptr) _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T1);
+          U::Load(row + off, std::max<int64_t>(0, row_bytes - off), c[uu]);
+        }
+        for (int64_t m = 0; m < m_rows; ++m) {
+          VI v = VIZero();
+#pragma GCC unroll 8
+          for (int uu = 0; uu < kUnitsPerStep; ++uu)
+            v = U::Dot(c[uu], x.q + m * x.ldq + (step * kUnitsPerStep + uu) * U::kCols, v);
+          tr[((step - s0) * m_rows + m) * kLanes] = v;
         }
       }
-      VI isum[kGroupsPerStep];
-      ReduceRows<kL>(v, isum);
-      const float* dm = x.d + m * x.ldg;
-      const float* xsm = x.xs + m * x.ldg;
-      for (int j = 0; j < ng; ++j) {
-        const int64_t g = g0 + j;
-        const int64_t t = (g - g_base) * kLanes;
-        acc[m] = GroupUpdate(acc[m], VICvt(isum[j]), VLoad(st + t), VLoad(bt + t), dm[g], xsm[g]);
+    }
+    for (int64_t step = s0; step < s1; ++step) {
+      const int64_t g0 = step * kGroupsPerStep;
+      const int ng = static_cast<int>(std::min<int64_t>(kGroupsPerStep, gpr - g0));
+      if (g_base < 0 || g0 >= g_base + kLanes) {
+        g_base = g0 / kLanes * kLanes;
+        const int n_g = static_cast<int>(std::min<int64_t>(kLanes, gpr - g_base));
+        if (paired) {
+          TransposeScaleBiasBf16(w, n0, nr, g_base, n_g, sbt);
+        } else {
+          TransposeGroupValues(w.scale_dtype, w.scales, gpr, n0, nr, g_base, n_g, st);
+          TransposeGroupValues(w.scale_dtype, w.biases, gpr, n0, nr, g_base, n_g, bt);
+        }
+      }
+      for (int64_t m = 0; m < m_rows; ++m) {
+        VI isum[kGroupsPerStep];
+        ReduceRows<kL>(tile + ((step - s0) * m_rows + m) * kLanes, isum);
+        const float* dm = x.d + m * x.ldg;
+        const float* xsm = x.xs + m * x.ldg;
+        for (int j = 0; j < ng; ++j) {
+          const int64_t g = g0 + j;
+          const int64_t t = (g - g_base) * kLanes;
+          VF sv, bv;
+          if (paired) {
+            const VI p = VILoad(sbt + t);
+            sv = PairScale(p);
+            bv = PairBias(p);
+          } else {
+            sv = VLoad(st + t);
+            bv = VLoad(bt + t);
+          }
+          acc[m] = GroupUpdate(acc[m], VICvt(isum[j]), sv, bv, dm[g], xsm[g]);
+        }
       }
     }
   }
@@ -288,7 +390,7 @@ void UnpackCodes32(const uint32_t* words, uint8_t* out) {
   }
 }
 
-template <int B, int G>
+template <int B, int G, int kM>
 void GemvBlock(const ActRows& x, int64_t m_rows, const WeightMatrix& w, int64_t n0, int nr, float* y,
                int64_t ldy) {
   const int64_t gpr = w.groups_per_row();
@@ -328,8 +430,12 @@ void GemvAll(const ActRows& x, int64_t m_rows, const WeightMatrix& w, float* y, 
               [&](int64_t b0, int64_t b1) {
                 for (int64_t b = b0; b < b1; ++b) {
                   const int64_t n0 = b * kLanes;
-                  GemvBlock<B, G>(x, m_rows, w, n0, static_cast<int>(std::min<int64_t>(kLanes, n_rows - n0)),
-                                  y, ldy);
+                  const int nr = static_cast<int>(std::min<int64_t>(kLanes, n_rows - n0));
+                  if (m_rows == 1) {
+                    GemvBlock<B, G, 1>(x, 1, w, n0, nr, y, ldy);
+                  } else {
+                    GemvBlock<B, G, 0>(x, m_rows, w, n0, nr, y, ldy);
+                  }
                 }
               });
 }

@@ -39,8 +39,11 @@ namespace {
 
 constexpr int kTileKeys = 32;        // keys scored, then accumulated, at once
 constexpr int64_t kSplitKeys = 512;  // keys per split (log-sum-exp merged)
-// Below this many (visible key x KV head) pairs in the whole step, one thread.
-constexpr int64_t kMinParallelWork = 4096;
+// Below this many (visible key x KV head) pairs in the whole step, one
+// thread. Low enough that a decode step of a model with one KV head (E2B)
+// spreads its splits once the context passes one split: at 4096 a 2000-key
+// decode ran on one thread whatever -t said.
+constexpr int64_t kMinParallelWork = 512;
 // Partial states kept at once (floats); rows are processed in groups that fit.
 constexpr int64_t kPartialBudget = int64_t{1} << 21;
 
