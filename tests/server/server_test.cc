@@ -225,7 +225,7 @@ TEST(Server, ChoicesOfOneRequestShareThePrompt) {
   TestServer s;
   const std::string body =
       Chat("You are a helpful assistant who explains programming concepts. What is a Python dictionary?", 12, false,
-           R"("n":3)");
+           R"("n":3,"logit_bias":{"1":-100,"6":-100})");  // no end-of-text: each choice runs to 12
   const Reply r = Call(s.port(), "POST", "/v1/chat/completions", body);
   ASSERT_EQ(r.status, 200) << r.body;
   const Json j = r.json();

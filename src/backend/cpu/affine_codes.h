@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "backend/cpu/simd.h"
 
@@ -15,6 +16,15 @@ G4_CPU_BEGIN
 
 constexpr int kChunk = 32;
 constexpr int kChunkVecs = kChunk / kLanes;
+
+// Word i of a code row. The codes are memory-mapped from a safetensors file,
+// whose tensors start at any byte offset, so a word may be misaligned: read
+// it through memcpy (one plain load on x86, no undefined behaviour).
+inline uint32_t CodeWord(const uint32_t* words, int i) {
+  uint32_t v;
+  std::memcpy(&v, words + i, sizeof(v));
+  return v;
+}
 
 // Scalar unpack of one chunk (B words) in natural order. The loop fully
 // unrolls, so every word index and shift is a constant.
@@ -26,8 +36,8 @@ inline void UnpackChunk(const uint32_t* words, float* out) {
     const int bit = i * B;
     const int wi = bit >> 5;
     const int sh = bit & 31;
-    uint32_t v = words[wi] >> sh;
-    if (sh + B > 32) v |= words[wi + 1] << (32 - sh);
+    uint32_t v = CodeWord(words, wi) >> sh;
+    if (sh + B > 32) v |= CodeWord(words, wi + 1) << (32 - sh);
     out[i] = static_cast<float>(v & kMask);
   }
 }

@@ -384,8 +384,8 @@ void UnpackCodes32(const uint32_t* words, uint8_t* out) {
   constexpr uint32_t kMask = (1u << B) - 1;
   for (int i = 0; i < kChunk; ++i) {
     const int bit = i * B, wi = bit >> 5, sh = bit & 31;
-    uint32_t v = words[wi] >> sh;
-    if (sh + B > 32) v |= words[wi + 1] << (32 - sh);
+    uint32_t v = CodeWord(words, wi) >> sh;
+    if (sh + B > 32) v |= CodeWord(words, wi + 1) << (32 - sh);
     out[i] = static_cast<uint8_t>(v & kMask);
   }
 }
