@@ -19,16 +19,9 @@ void HandleMessages(ServerContext& ctx, const httplib::Request& req, httplib::Re
   if (!body.ok()) return Fail(res, body.status());
   auto request = ParseMessagesRequest(*body, /*count_tokens=*/false, ctx.options.request_limits);
   if (!request.ok()) return Fail(res, request.status());
-  auto prompt = ChatPromptIds(*request, ctx.bundle);
-  if (!prompt.ok()) return Fail(res, prompt.status());
-  const int prompt_tokens = static_cast<int>(prompt->size());
-  auto spec = MakeJobSpec(request->gen, std::move(prompt).value(), ChatStopIds(*request, ctx.bundle), ctx.bundle,
-                          ctx.options.limits);
-  if (!spec.ok()) return Fail(res, spec.status());
   PostedJobs posted;
-  std::vector<JobSpec> specs;
-  specs.push_back(std::move(spec).value());
-  if (auto err = PostAndAwait(ctx, std::move(specs), &posted)) return RespondError(res, *err, ApiFlavor::kAnthropic);
+  int prompt_tokens = 0;
+  if (auto err = PostChatJob(ctx, *request, &posted, &prompt_tokens)) return RespondError(res, *err, ApiFlavor::kAnthropic);
 
   const bool stream = request->gen.stream;
   struct State {

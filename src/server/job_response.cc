@@ -1,10 +1,25 @@
 #include "server/job_response.h"
 
+#include "server/prompt_builder.h"
+
 #include <httplib.h>
 
 #include <chrono>
 
 namespace g4::server {
+
+std::optional<ApiError> PostChatJob(ServerContext& ctx, const ChatRequest& request, PostedJobs* out,
+                                    int* prompt_tokens) {
+  auto prompt = ChatPromptIds(request, ctx.bundle);
+  if (!prompt.ok()) return ApiError::FromStatus(prompt.status());
+  *prompt_tokens = static_cast<int>(prompt->size());
+  auto spec = MakeJobSpec(request.gen, std::move(prompt).value(), ChatStopIds(request, ctx.bundle), ctx.bundle,
+                          ctx.options.limits);
+  if (!spec.ok()) return ApiError::FromStatus(spec.status());
+  std::vector<JobSpec> specs;
+  specs.push_back(std::move(spec).value());
+  return PostAndAwait(ctx, std::move(specs), out);
+}
 
 std::optional<ApiError> PostAndAwait(ServerContext& ctx, std::vector<JobSpec> specs, PostedJobs* out) {
   if (ctx.loop.draining()) return ApiError{503, "the server is shutting down", ""};

@@ -17,6 +17,7 @@
 
 #include "server/api_error.h"
 #include "server/job.h"
+#include "server/requests.h"
 #include "server/server_context.h"
 
 namespace httplib {
@@ -33,6 +34,13 @@ struct PostedJobs {
 // Posts one job per spec and waits for all to be accepted; on any refusal
 // the others are cancelled and the error is returned.
 std::optional<ApiError> PostAndAwait(ServerContext& ctx, std::vector<JobSpec> specs, PostedJobs* out);
+
+// The one job of a chat request (OpenAI chat completions, Anthropic
+// messages): its prompt rendered and tokenized, its spec made against the
+// serving limits, then PostAndAwait. `prompt_tokens` receives the prompt's
+// length.
+std::optional<ApiError> PostChatJob(ServerContext& ctx, const ChatRequest& request, PostedJobs* out,
+                                    int* prompt_tokens);
 
 // Text to write for an update of job `index` (deltas), and after the last.
 using UpdateFn = std::function<std::string(size_t index, const JobUpdate& update)>;

@@ -23,16 +23,9 @@ void HandleChatCompletions(ServerContext& ctx, const httplib::Request& req, http
   if (!body.ok()) return Fail(res, body.status());
   auto request = ParseChatCompletionRequest(*body, ctx.options.request_limits);
   if (!request.ok()) return Fail(res, request.status());
-  auto prompt = ChatPromptIds(*request, ctx.bundle);
-  if (!prompt.ok()) return Fail(res, prompt.status());
-  const int prompt_tokens = static_cast<int>(prompt->size());
-  auto spec = MakeJobSpec(request->gen, std::move(prompt).value(), ChatStopIds(*request, ctx.bundle), ctx.bundle,
-                          ctx.options.limits);
-  if (!spec.ok()) return Fail(res, spec.status());
   PostedJobs posted;
-  std::vector<JobSpec> specs;
-  specs.push_back(std::move(spec).value());
-  if (auto err = PostAndAwait(ctx, std::move(specs), &posted)) return RespondError(res, *err, ApiFlavor::kOpenAi);
+  int prompt_tokens = 0;
+  if (auto err = PostChatJob(ctx, *request, &posted, &prompt_tokens)) return RespondError(res, *err, ApiFlavor::kOpenAi);
 
   const GenerationRequest& g = request->gen;
   const int n = g.n;
