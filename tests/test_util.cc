@@ -62,6 +62,16 @@ std::string Mismatch::ToString() const {
   return s.str();
 }
 
+double RelativeRms(const float* expected, const float* actual, size_t n) {
+  double diff2 = 0, norm2 = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(actual[i]) - expected[i];
+    diff2 += d * d;
+    norm2 += static_cast<double>(expected[i]) * expected[i];
+  }
+  return std::sqrt(diff2 / norm2);
+}
+
 Mismatch Compare(const float* expected, const float* actual, size_t n, double atol, double rtol) {
   Mismatch m;
   double worst_excess = -1;

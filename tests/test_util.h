@@ -41,4 +41,8 @@ struct Mismatch {
 // Passes when |a - e| <= atol + rtol * |e| everywhere (NaN never passes).
 Mismatch Compare(const float* expected, const float* actual, size_t n, double atol, double rtol = 0);
 
+// |actual - expected| / |expected| over n values (L2 norms, in double): the
+// "relative RMS difference" the reduced-precision envelopes bound.
+double RelativeRms(const float* expected, const float* actual, size_t n);
+
 }  // namespace g4::testing

@@ -1,7 +1,6 @@
 // End-to-end tests of `g4 logits`: parity with the transformers goldens
 // through the real binary, and one clear error (non-zero exit, no crash) for
 // every kind of bad input the foundation issue lists.
-#include <cmath>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -30,16 +29,6 @@ std::string Join(const TensorInfo* t) {
   return s;
 }
 
-// Relative RMS difference |got - want| / |want| over n values.
-double RelativeRms(const float* want, const float* got, int64_t n) {
-  double diff2 = 0, norm2 = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    diff2 += double(got[i] - want[i]) * (got[i] - want[i]);
-    norm2 += double(want[i]) * want[i];
-  }
-  return std::sqrt(diff2 / norm2);
-}
-
 // The float32 fixture matches transformers to 1e-3. The 4-bit one runs its
 // matrix products on int8-quantized activations (docs/cpu-kernels.md), so it
 // is held to the reduced-precision envelope of tests/model/golden_test.cc
@@ -66,7 +55,7 @@ TEST(LogitsCli, GreedyRunMatchesGolden) {
       const auto* want = reinterpret_cast<const float*>(b->data);
       const auto* have = reinterpret_cast<const float*>(a->data);
       if (quantized) {
-        EXPECT_LT(RelativeRms(want, have, b->numel()), 0.1) << name << " " << mine;
+        EXPECT_LT(testing::RelativeRms(want, have, b->numel()), 0.1) << name << " " << mine;
         continue;
       }
       auto m = testing::Compare(want, have, b->numel(), 1e-3);
@@ -83,7 +72,7 @@ TEST(LogitsCli, GreedyRunMatchesGolden) {
     const auto* want = reinterpret_cast<const float*>(greedy->data) + V;
     const auto* have = reinterpret_cast<const float*>(dec->data);
     if (quantized) {
-      EXPECT_LT(RelativeRms(want, have, (gids->numel() - 1) * V), 0.1) << name;
+      EXPECT_LT(testing::RelativeRms(want, have, (gids->numel() - 1) * V), 0.1) << name;
       continue;
     }
     auto m = testing::Compare(want, have, (gids->numel() - 1) * V, 1e-3);

@@ -57,12 +57,7 @@ TEST_P(CpuVariantLogitsTest, LogitsAgreeAcrossKernelVariants) {
     ASSERT_EQ(got.size(), want.size());
     const bool quantized = GetParam().find("-q4") != std::string::npos;
     auto m = testing::Compare(want.data(), got.data(), want.size(), 1e-3);
-    double diff2 = 0, norm2 = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      diff2 += (got[i] - want[i]) * (got[i] - want[i]);
-      norm2 += want[i] * want[i];
-    }
-    const double rel = std::sqrt(diff2 / norm2);
+    const double rel = testing::RelativeRms(want.data(), got.data(), want.size());
     if (quantized) {
       EXPECT_LT(rel, 0.05) << CpuKernelsName(variants[v]);
     } else {

@@ -78,12 +78,7 @@ bool QuantizedFixture(const std::string& name) { return name.size() > 3 && name.
 void ExpectWithinReducedPrecisionEnvelope(const std::vector<float>& want, const std::vector<float>& got, int64_t V,
                                           const std::string& what) {
   ASSERT_EQ(want.size(), got.size());
-  double diff2 = 0, norm2 = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff2 += (got[i] - want[i]) * (got[i] - want[i]);
-    norm2 += want[i] * want[i];
-  }
-  const double rel = std::sqrt(diff2 / norm2);
+  const double rel = testing::RelativeRms(want.data(), got.data(), want.size());
   EXPECT_LT(rel, 0.1) << what;
   int decisive = 0, agree = 0;
   for (size_t row = 0; row < want.size() / V; ++row) {
@@ -189,26 +184,7 @@ TEST_P(GoldenTest, Float32AgreesWithBf16Reference) {
     const auto ids = golden_.Ids(std::string(c) + ".ids");
     const auto want = golden_.Floats(std::string(c) + ".logits_bf16");
     const auto got = Prefill(ids, 64);
-    double diff2 = 0, norm2 = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      diff2 += (got[i] - want[i]) * (got[i] - want[i]);
-      norm2 += want[i] * want[i];
-    }
-    const double rel = std::sqrt(diff2 / norm2);
-    EXPECT_LT(rel, 0.1) << c;
-    int decisive = 0, agree = 0;
-    for (size_t row = 0; row < ids.size(); ++row) {
-      const float* w = &want[row * V];
-      const float* g = &got[row * V];
-      std::vector<float> sorted(w, w + V);
-      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-      if (sorted[0] - sorted[1] < 1.0f) continue;  // inside the bf16 envelope: either answer is right
-      ++decisive;
-      agree += (std::max_element(w, w + V) - w) == (std::max_element(g, g + V) - g);
-    }
-    EXPECT_EQ(agree, decisive) << c;
-    std::printf("[ %s %s bf16 ] relative RMS diff %.3g, top-1 agrees on %d/%d decisive rows\n",
-                GetParam().c_str(), c, rel, agree, decisive);
+    ExpectWithinReducedPrecisionEnvelope(want, got, V, GetParam() + " " + c + " bf16");
   }
 }
 
