@@ -23,6 +23,11 @@
 //    -mavx512f would instead let the linker pick that file's AVX-512 copy
 //    of, say, std::vector<float>::resize for the entire program.)
 //
+// Clang ignores GCC's target pragmas; under clang the same region is
+// `#pragma clang attribute push(__attribute__((target(...))), apply_to =
+// function)`, which gives every function declared inside it (helpers,
+// lambdas' call operators) the variant's target (G4_CPU_TARGET_PUSH/POP).
+//
 // GCC does not update __AVX2__ and friends under a target pragma, so the
 // kernels test G4_ISA_AVX512 / G4_ISA_AVX2 instead (and G4_CPU_NS names the
 // variant's namespace):
@@ -37,27 +42,30 @@
 
 #if defined(G4_CPU_VARIANT)
 
+#define G4_CPU_STRINGIFY(x) #x
+#define G4_CPU_PRAGMA(x) _Pragma(G4_CPU_STRINGIFY(x))
+#if defined(__clang__)
+#define G4_CPU_TARGET_PUSH G4_CPU_PRAGMA(clang attribute push(__attribute__((target(G4_CPU_TARGETS))), apply_to = function))
+#define G4_CPU_TARGET_POP _Pragma("clang attribute pop")
+#else
+#define G4_CPU_TARGET_PUSH _Pragma("GCC push_options") G4_CPU_PRAGMA(GCC target(G4_CPU_TARGETS))
+#define G4_CPU_TARGET_POP _Pragma("GCC pop_options")
+#endif
+
 #if G4_CPU_VARIANT == 3
 #define G4_CPU_NS avx512
 #define G4_ISA_AVX512 1
 #define G4_ISA_AVX2 1
-#define G4_CPU_BEGIN                                                                                         \
-  _Pragma("GCC push_options")                                                                              \
-      _Pragma("GCC target(\"avx512f,avx512bw,avx512dq,avx512vl,avx512cd,avx512vnni,avx512vbmi,avx2,fma,f16c,bmi,bmi2,lzcnt,movbe,popcnt\")") \
-          namespace g4::cpu::avx512 {
-#define G4_CPU_END \
-  }                \
-  _Pragma("GCC pop_options")
+#define G4_CPU_TARGETS "avx512f,avx512bw,avx512dq,avx512vl,avx512cd,avx512vnni,avx512vbmi,avx2,fma,f16c,bmi,bmi2,lzcnt,movbe,popcnt"
+#define G4_CPU_BEGIN G4_CPU_TARGET_PUSH namespace g4::cpu::avx512 {
+#define G4_CPU_END } G4_CPU_TARGET_POP
 #elif G4_CPU_VARIANT == 2
 #define G4_CPU_NS avx2
 #define G4_ISA_AVX512 0
 #define G4_ISA_AVX2 1
-#define G4_CPU_BEGIN                                                          \
-  _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,lzcnt,movbe,popcnt\")") \
-      namespace g4::cpu::avx2 {
-#define G4_CPU_END \
-  }                \
-  _Pragma("GCC pop_options")
+#define G4_CPU_TARGETS "avx2,fma,f16c,bmi,bmi2,lzcnt,movbe,popcnt"
+#define G4_CPU_BEGIN G4_CPU_TARGET_PUSH namespace g4::cpu::avx2 {
+#define G4_CPU_END } G4_CPU_TARGET_POP
 #elif G4_CPU_VARIANT == 1
 #define G4_CPU_NS baseline
 #define G4_ISA_AVX512 0

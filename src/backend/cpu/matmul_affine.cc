@@ -24,11 +24,13 @@
 G4_CPU_BEGIN
 namespace {
 
+#if !G4_ISA_AVX2
 inline uint32_t AbsBits(float v) {
   uint32_t u;
   std::memcpy(&u, &v, 4);
   return u & 0x7fffffffu;
 }
+#endif
 
 // max over i < n of |x[i]| as bits (n a multiple of 32).
 uint32_t MaxAbsBits(const float* x, int n) {

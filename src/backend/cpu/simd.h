@@ -12,11 +12,15 @@
 // AVX-512 intrinsics (GCC bug 105593); silence it for the header only.
 // (GCC declares every intrinsic whatever the flags; using one needs the
 // matching target, which isa.h's G4_CPU_BEGIN provides.)
+#if defined(__clang__)
+#include <immintrin.h>
+#else
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
+#endif
 
 #include "backend/cpu/isa.h"
 #include "core/float16.h"
