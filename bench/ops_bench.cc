@@ -52,11 +52,11 @@ const uint16_t* Pool() {
 
 enum class Kind { kF32, kBF16, kQ2, kQ3, kQ4, kQ5, kQ6, kQ8 };
 
-WeightMatrix MakeWeights(Kind kind, size_t byte_offset) {
+WeightMatrix MakeWeights(Kind kind, size_t byte_offset, int64_t rows = kRows, int64_t cols = kCols) {
   const uint8_t* base = reinterpret_cast<const uint8_t*>(Pool()) + byte_offset;
   WeightMatrix w;
-  w.rows = kRows;
-  w.cols = kCols;
+  w.rows = rows;
+  w.cols = cols;
   if (kind == Kind::kF32 || kind == Kind::kBF16) {
     w.format = WeightMatrix::Format::kDense;
     w.dtype = kind == Kind::kF32 ? DType::kF32 : DType::kBF16;
@@ -73,9 +73,9 @@ WeightMatrix MakeWeights(Kind kind, size_t byte_offset) {
   w.group_size = 64;
   w.scale_dtype = DType::kBF16;
   w.codes = reinterpret_cast<const uint32_t*>(base);
-  const size_t code_bytes = kRows * w.words_per_row() * 4;
+  const size_t code_bytes = rows * w.words_per_row() * 4;
   w.scales = base + code_bytes;
-  w.biases = base + code_bytes + kRows * w.groups_per_row() * 2;
+  w.biases = base + code_bytes + rows * w.groups_per_row() * 2;
   return w;
 }
 
@@ -149,6 +149,33 @@ void BM_DecodeMatMul(benchmark::State& state, Kind kind, bool cold, int64_t m_ro
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m_rows * kRows * kCols * state.iterations() / 1e9,
                                                  benchmark::Counter::kIsRate);
 }
+// Decode over the shapes of E2B's matrices (rows x cols: q 2048x1536,
+// o 1536x2048, gate/up 12288x1536, down 1536x12288), 4-bit g64, cold: a step
+// streams a different copy each time, as decode streams the layers. (Rows
+// longer than the kernel's 32 KiB tile holds at once, like down's, ran at
+// two thirds of the bandwidth of short ones on 2026-12-01: docs/cpu-kernels.md.)
+void BM_DecodeShape(benchmark::State& state) {
+  Ops& ops = CpuOps();
+  const int64_t rows = state.range(0), cols = state.range(1);
+  const size_t bytes = MakeWeights(Kind::kQ4, 0, rows, cols).StoredBytes();
+  const size_t copies = kPoolBytes / bytes;
+  std::vector<WeightMatrix> views;
+  for (size_t c = 0; c < copies; ++c) views.push_back(MakeWeights(Kind::kQ4, c * bytes, rows, cols));
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> x(cols), y(rows);
+  for (float& v : x) v = d(rng);
+  size_t i = 0;
+  for (auto _ : state) {
+    ops.MatMul(TensorView::F32(x.data(), 1, cols, MemorySpace::kHost), views[i++ % copies],
+               TensorView::F32(y.data(), 1, rows, MemorySpace::kHost));
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+BENCHMARK(BM_DecodeShape)->Name("DecodeShape/q4g64_cold/rows/cols")->Args({2048, 1536})->Args({1536, 2048})
+    ->Args({12288, 1536})->Args({1536, 12288})->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
+
 BENCHMARK_CAPTURE(BM_DecodeMatMul, f32_cold, Kind::kF32, true, 1)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_DecodeMatMul, bf16_cold, Kind::kBF16, true, 1)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_DecodeMatMul, q4g64_cold, Kind::kQ4, true, 1)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMicrosecond);

@@ -230,7 +230,10 @@ TEST_P(PagedAttentionTest, RowsDoNotDependOnTheBatch) {
 }
 
 // Prefill in one pass, in chunks, and token by token, each step writing its
-// own K/V with KvWrite first: the same bits for every position.
+// own K/V with KvWrite first: the same bits for every position. (With one KV
+// head, a token-by-token step has a single (row, KV head, split) item, which
+// a team of two or more shares out by query heads; the one pass has many
+// items and is not sliced: the comparison covers both.)
 TEST_P(PagedAttentionTest, ChunkedPrefillEqualsOnePassEqualsDecode) {
   uint32_t seed = 600;
   for (const KvCodecSpec& spec : kInvarianceCodecs) {

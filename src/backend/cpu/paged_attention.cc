@@ -9,7 +9,8 @@
 // a fresh state, and the splits are merged by log-sum-exp in split order.
 // Neither the number of rows in the step, nor their order, nor the number of
 // threads changes any of this; the work is spread over (row, KV head, split)
-// items, which only decides who computes a split, never how. So a sequence's
+// items (and, when there are fewer items than threads, over slices of an
+// item's query heads), which only decides who computes a split, never how. So a sequence's
 // rows give the same bits alone or in any batch, and chunked prefill equals
 // one pass equals decode. (As for MatMul, the bits do depend on the build's
 // vector width, simd.h.)
@@ -40,10 +41,10 @@ namespace {
 constexpr int kTileKeys = 32;        // keys scored, then accumulated, at once
 constexpr int64_t kSplitKeys = 512;  // keys per split (log-sum-exp merged)
 // Below this many (visible key x KV head) pairs in the whole step, one
-// thread. Low enough that a decode step of a model with one KV head (E2B)
-// spreads its splits once the context passes one split: at 4096 a 2000-key
-// decode ran on one thread whatever -t said.
-constexpr int64_t kMinParallelWork = 512;
+// thread. Low enough that a decode step of a model with one KV head (E2B:
+// eight query heads of 256 dimensions per key) is shared out from 128 keys
+// on (at 4096 a 2000-key decode had run on one thread whatever -t said).
+constexpr int64_t kMinParallelWork = 128;
 // Partial states kept at once (floats); rows are processed in groups that fit.
 constexpr int64_t kPartialBudget = int64_t{1} << 21;
 
@@ -166,19 +167,21 @@ class RecordCursor {
 };
 
 // Folds keys [k_begin, k_end) of row `row` and KV head kh into the fresh
-// state `st`, tile by tile. `scratch`: scores [group, kTileKeys] then key and
-// value buffers [kTileKeys, d] each.
-void FoldSplit(const Setup& su, const RowPlan& rp, int64_t row, int kh, int64_t k_begin, int64_t k_end,
-               float* st, float* scratch) {
+// state `st`, tile by tile, for the query heads [g0, g1) of the KV head's
+// group (each query head's arithmetic is its own: slicing the group only
+// decides who computes it). `scratch`: scores [group, kTileKeys] then key
+// and value buffers [kTileKeys, d] each.
+void FoldSplit(const Setup& su, const RowPlan& rp, int64_t row, int kh, int64_t k_begin, int64_t k_end, int g0,
+               int g1, float* st, float* scratch) {
   const PagedAttentionArgs& a = *su.a;
   const KvHeadDecoder& dec = su.decoder[rp.store];
   const int group = su.group, d = su.d;
   float* m = st;
   float* l = st + group;
   float* acc = st + 2 * group;
-  std::fill(m, m + group, kNegInf);
-  std::fill(l, l + group, 0.0f);
-  std::fill(acc, acc + static_cast<int64_t>(group) * d, 0.0f);
+  std::fill(m + g0, m + g1, kNegInf);
+  std::fill(l + g0, l + g1, 0.0f);
+  std::fill(acc + static_cast<int64_t>(g0) * d, acc + static_cast<int64_t>(g1) * d, 0.0f);
   float* scores = scratch;
   float* kbuf = scores + group * kTileKeys;
   float* vbuf = kbuf + static_cast<int64_t>(kTileKeys) * d;
@@ -207,7 +210,7 @@ void FoldSplit(const Setup& su, const RowPlan& rp, int64_t row, int kh, int64_t 
       dec.PrefetchValue(rec[t], kh);
       rows[t] = dec.key(dec, rec[t], kh, kbuf + static_cast<int64_t>(t) * d);
     }
-    for (int g = 0; g < group; ++g) {
+    for (int g = g0; g < g1; ++g) {
       float* s = scores + g * kTileKeys;
       const float* qg = q + static_cast<int64_t>(g) * d;
       int t = 0;
@@ -239,7 +242,7 @@ void FoldSplit(const Setup& su, const RowPlan& rp, int64_t row, int kh, int64_t 
     for (int t = 0; t < nt; ++t) rows[t] = dec.value(dec, rec[t], kh, vbuf + static_cast<int64_t>(t) * d);
     for (int x = 0; x < d; x += kSlice * kLanes) {
       const int left = d - x;
-      for (int g = 0; g < group; ++g) {
+      for (int g = g0; g < g1; ++g) {
         float* ag = acc + static_cast<int64_t>(g) * d + x;
         const float* p = scores + g * kTileKeys;
         if (left >= kSlice * kLanes) {
@@ -362,8 +365,16 @@ void PagedAttention(const PagedAttentionArgs& a) {
       items += add;
     }
     if (partial.size() < static_cast<size_t>(items * item_floats)) partial.resize(items * item_floats);
-    // A row's items: KV head major, split minor.
-    ParallelForDynamic(items, members, [&](int64_t it) {
+    // A row's items: KV head major, split minor. With fewer items than
+    // members (a decode row of a one-KV-head model within one split), each
+    // item's query heads are shared out in `slices` parts.
+    const int slices = members > 1 && items < members ? static_cast<int>(std::min<int64_t>(
+                                                            su.group, (members + items - 1) / items))
+                                                      : 1;
+    ParallelForDynamic(items * slices, members, [&](int64_t sliced) {
+      const int64_t it = sliced / slices;
+      const int slice = static_cast<int>(sliced % slices);
+      const int g0 = slice * su.group / slices, g1 = (slice + 1) * su.group / slices;
       float* scratch = WorkerScratch(scratch_floats);
       int64_t lo = r0, hi = r1 - 1;  // the row holding item `it`
       while (lo < hi) {
@@ -379,7 +390,7 @@ void PagedAttention(const PagedAttentionArgs& a) {
       const int kh = static_cast<int>(local / rp.splits);
       const int64_t k_begin = rp.first_key + (local % rp.splits) * kSplitKeys;
       const int64_t k_end = std::min<int64_t>(rp.pos + 1, k_begin + kSplitKeys);
-      FoldSplit(su, rp, lo, kh, k_begin, k_end, partial.data() + it * item_floats, scratch);
+      FoldSplit(su, rp, lo, kh, k_begin, k_end, g0, g1, partial.data() + it * item_floats, scratch);
     });
     const int64_t pairs = (r1 - r0) * a.num_kv_heads;
     ParallelFor(pairs, members > 1 ? 1 : pairs, [&](int64_t p0, int64_t p1) {
