@@ -11,7 +11,7 @@ build=${1:?build dir}
 dest=${2:?destination dir}
 stage=$(mktemp -d)
 mkdir -p "$stage/bin" "$stage/lib" "$dest"
-for b in test_backend test_model test_engine g4; do
+for b in test_backend test_model test_engine g4 cuda_ops_bench; do
   [ -x "$build/$b" ] || continue
   strip -o "$stage/bin/$b" "$build/$b"
 done

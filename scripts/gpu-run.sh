@@ -8,6 +8,7 @@
 #   .gpu-carry/gpu-run.sh bench PRESET:QUANT[:KV] ...   # g4 synth, then decode at batch 1/8/32/64 and prefill
 #   .gpu-carry/gpu-run.sh tests bench e4b:q4 12b:q4     # both
 #   .gpu-carry/gpu-run.sh profile e4b:q4   # per-op device time of a short decode (G4_CUDA_PROFILE)
+#   .gpu-carry/gpu-run.sh micro            # bench/cuda_ops_bench (MatMul on Gemma 4 shapes)
 #
 # Logs go to $OUT (or /tmp/g4-gpu-out): summary.txt, tests.log, bench.jsonl,
 # misc.log, profile.log; the last lines printed are a short table. Environment: G4_BENCH_BATCHES (default "1 8 32 64"), G4_BENCH_GEN
@@ -139,10 +140,18 @@ for r in rows:
 PY
 }
 
+run_micro() {
+  [ -x "$bin/cuda_ops_bench" ] || { note "no cuda_ops_bench"; return; }
+  "$bin/cuda_ops_bench" --benchmark_min_time=0.2 ${G4_MICRO_FILTER:+--benchmark_filter=$G4_MICRO_FILTER} \
+    >"$out/micro.log" 2>&1
+  grep -E '^BM_' "$out/micro.log" | sed 's/manual_time//' | tee -a "$summary"
+}
+
 mode=
 for arg in "$@"; do
   case "$arg" in
     tests) run_tests ;;
+    micro) run_micro ;;
     bench) mode=bench ;;
     profile) mode=profile ;;
     *) if [ "$mode" = bench ]; then run_bench "$arg"; elif [ "$mode" = profile ]; then run_profile "$arg"; fi ;;

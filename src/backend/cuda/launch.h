@@ -22,12 +22,13 @@ namespace g4::cuda {
 // of the same slot.
 class Scratch {
  public:
-  enum Slot : int { kMoe, kAttention, kRecode, kNumSlots };
+  enum Slot : int { kMoe, kAttention, kRecode, kQuant, kNumSlots };
   virtual ~Scratch() = default;
   virtual void* Get(Slot slot, size_t bytes) = 0;
 };
 
-// matmul.cu: y = x W^T (ops.h MatMul), canonical order of matmul_core.cuh.
+// matmul.cu: y = x W^T (ops.h MatMul): affine weights in the integer scheme of
+// affine_int8.cuh, dense ones in the canonical order of matmul_core.cuh.
 void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scratch& scratch, cudaStream_t stream);
 // Whether the kernels take this weight format (dense F32/BF16/F16 or affine
 // 2/3/4/5/6/8-bit, groups of 32/64/128, BF16/F16/F32 scales).

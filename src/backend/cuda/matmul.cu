@@ -1,7 +1,9 @@
-// MatMul on the GPU: y = x W^T for every weight format, in the canonical
-// order of matmul_core.cuh whatever M is:
-//  - M <= kGemvMaxRows and affine weights: gemv_one.cu (GemvFewRows);
-//  - M <= kGemvMaxRows, dense weights: the matrix-vector kernel: one warp per NR weight
+// MatMul on the GPU: y = x W^T for every weight format, whatever M is:
+//  - affine weights: the CPU backend's integer scheme (affine_int8.cu): the
+//    input rows quantized to int8 per group, then dp4a group sums and one
+//    float sequence per output; bitwise the CPU backend's result;
+//  - dense weights, in the canonical order of matmul_core.cuh:
+//  - M <= kGemvMaxRows: the matrix-vector kernel: one warp per NR weight
 //    rows and up to MT input rows, lane c computing class c's partials from
 //    inputs staged round by round in shared memory, a warp butterfly
 //    finishing. Weights are read once per MT input rows (the same rows'
@@ -13,6 +15,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/matmul_core.cuh"
@@ -106,8 +109,7 @@ constexpr int kGemvWarps = 4;
 // units 32 i .. 32 i + 31 (lane c takes unit 32 i + c): the block stages the
 // round's 1024 input columns of its MT rows in shared memory, permuted so
 // that lane c's pieces are contiguous across the warp, then every warp
-// multiplies its rows. Affine codes of the next round are loaded before the
-// current one is multiplied. Blocks are numbered row block major, M tile
+// multiplies its rows. Blocks are numbered row block major, M tile
 // minor, so a weight row block's M tiles run together.
 template <int FMT, int MT, int NR>
 __global__ __launch_bounds__(kGemvWarps * 32) void GemvKernel(DevWeight w, const float* __restrict__ x, int64_t ldx,
@@ -129,12 +131,6 @@ __global__ __launch_bounds__(kGemvWarps * 32) void GemvKernel(DevWeight w, const
 #pragma unroll
     for (int r = 0; r < NR; ++r) acc[m][r] = 0.0f;
 
-  constexpr int B = AffineBits(FMT);
-  uint32_t cw[NR][B > 0 ? B : 1];
-  float cs[NR], cb[NR];
-  if constexpr (IsAffine(FMT)) {
-    if (active && lane < units) LoadAffineUnit<B, NR>(w, rows, lane, cw, cs, cb);
-  }
   for (int64_t i = 0; i < rounds; ++i) {
     __syncthreads();  // the previous round's inputs are consumed
     for (int f = threadIdx.x; f < MT * 256; f += kGemvWarps * 32) {
@@ -157,28 +153,8 @@ __global__ __launch_bounds__(kGemvWarps * 32) void GemvKernel(DevWeight w, const
     if (!active || u >= units) continue;
     const int kvalid = static_cast<int>(K - u * kUnit < kUnit ? K - u * kUnit : kUnit);
     float wv[NR][kUnit];
-    if constexpr (IsAffine(FMT)) {
-      uint32_t nw[NR][B];
-      float ns[NR], nb[NR];
-      const bool more = u + kClasses < units;
-      if (more) LoadAffineUnit<B, NR>(w, rows, u + kClasses, nw, ns, nb);
 #pragma unroll
-      for (int r = 0; r < NR; ++r)
-#pragma unroll
-        for (int c = 0; c < kUnit; ++c) wv[r][c] = __fmaf_rn(ChunkCode<B>(cw[r], c), cs[r], cb[r]);
-      if (more) {
-#pragma unroll
-        for (int r = 0; r < NR; ++r) {
-#pragma unroll
-          for (int q = 0; q < B; ++q) cw[r][q] = nw[r][q];
-          cs[r] = ns[r];
-          cb[r] = nb[r];
-        }
-      }
-    } else {
-#pragma unroll
-      for (int r = 0; r < NR; ++r) DecodeChunk<FMT>(w, rows[r], u, kvalid, wv[r]);
-    }
+    for (int r = 0; r < NR; ++r) DecodeChunk<FMT>(w, rows[r], u, kvalid, wv[r]);
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       float xv[kUnit];
@@ -389,17 +365,33 @@ void LaunchGemm(const DevWeight& w, const float* x, int64_t ldx, int64_t M, floa
 }
 
 template <int FMT>
-void MatMulFormat(const DevWeight& w, const TensorView& x, const TensorView& y, Scratch& scratch,
-                  cudaStream_t stream) {
+void MatMulDense(const DevWeight& w, const TensorView& x, const TensorView& y, cudaStream_t stream) {
   const int64_t M = x.rows;
   const int64_t ldx = M > 1 ? x.stride : x.cols, ldy = M > 1 ? y.stride : y.cols;
   if (M <= kGemvMaxRows) {
     SubProfile sp(stream, w.rows * w.cols >= (int64_t{1} << 24) ? "matmul gemv (>=16M weights)" : "matmul gemv (small)");
-    if (GemvFewRows(w, FMT, x.f32(), ldx, M, y.f32(), ldy, stream)) return;
     GemvForFormat<FMT>(w, x.f32(), ldx, M, y.f32(), ldy, stream);
   } else {
     LaunchGemm<FMT>(w, x.f32(), ldx, M, y.f32(), ldy, stream);
   }
+}
+
+void MatMulAffine(const WeightMatrix& wm, const DevWeight& w, const TensorView& x, const TensorView& y,
+                  Scratch& scratch, cudaStream_t stream) {
+  const int64_t M = x.rows, K = w.cols;
+  const int64_t ldx = M > 1 ? x.stride : x.cols, ldy = M > 1 ? y.stride : y.cols;
+  const QRows qr = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(M, K, w.group)), M, K, w.group);
+  {
+    SubProfile sp(stream, "matmul quantize rows");
+    QuantizeRows(x.f32(), ldx, nullptr, 1, M, K, w.group, wm.bits, qr, stream);
+  }
+  const int mt = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
+  TileSource src;
+  src.M = M;
+  SubProfile sp(stream, M > 64 ? "matmul int8 (>64 rows)" : w.rows * w.cols >= (int64_t{1} << 24)
+                                                                 ? "matmul int8 (>=16M weights)"
+                                                                 : "matmul int8 (small)");
+  AffineInt8MatMul(w, wm.bits, qr, src, mt, (M + mt - 1) / mt, y.f32(), ldy, stream);
 }
 
 }  // namespace
@@ -407,15 +399,10 @@ void MatMulFormat(const DevWeight& w, const TensorView& x, const TensorView& y, 
 void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scratch& scratch, cudaStream_t stream) {
   const DevWeight d = MakeDevWeight(w);
   switch (WeightFormat(w)) {
-    case kWF32: return MatMulFormat<kWF32>(d, x, y, scratch, stream);
-    case kWBF16: return MatMulFormat<kWBF16>(d, x, y, scratch, stream);
-    case kWF16: return MatMulFormat<kWF16>(d, x, y, scratch, stream);
-    case kWA2: return MatMulFormat<kWA2>(d, x, y, scratch, stream);
-    case kWA3: return MatMulFormat<kWA3>(d, x, y, scratch, stream);
-    case kWA4: return MatMulFormat<kWA4>(d, x, y, scratch, stream);
-    case kWA5: return MatMulFormat<kWA5>(d, x, y, scratch, stream);
-    case kWA6: return MatMulFormat<kWA6>(d, x, y, scratch, stream);
-    default: return MatMulFormat<kWA8>(d, x, y, scratch, stream);
+    case kWF32: return MatMulDense<kWF32>(d, x, y, stream);
+    case kWBF16: return MatMulDense<kWBF16>(d, x, y, stream);
+    case kWF16: return MatMulDense<kWF16>(d, x, y, stream);
+    default: return MatMulAffine(w, d, x, y, scratch, stream);
   }
 }
 

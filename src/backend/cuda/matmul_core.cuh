@@ -1,9 +1,10 @@
-// The canonical dot-product order of the CUDA MatMul, and the per-lane
-// routine of its matrix-vector kernel (shared with the MoE experts, which
-// must give MatMul's bits).
+// The canonical dot-product order of the CUDA MatMul over dense weights, and
+// the per-lane routine of its matrix-vector kernel (shared with the MoE
+// experts, which must give MatMul's bits). Affine weights take the integer
+// scheme of affine_int8.cuh instead.
 //
-// Canonical order of y[m, n] = sum_k x[m, k] w[n, k] (w as weight_access.cuh
-// decodes it), whatever the number of rows, the kernel or the tiling:
+// Canonical order of y[m, n] = sum_k x[m, k] w[n, k] (w's exact values),
+// whatever the number of rows, the kernel or the tiling:
 //  - columns are cut into units of 32 (unit u = columns [32u, 32u + 32),
 //    the last one shorter for a dense row whose length is not a multiple);
 //  - 32 classes: class c owns the units u = c, c + 32, c + 64, ...; its
@@ -18,8 +19,7 @@
 // matrix gives the same bits as the whole.
 //
 // Two matrix-vector kernels share this order and must keep doing the same
-// operations per unit (wv = fma(q, scale, bias) or the exact dense value,
-// then acc = fma(x, wv, acc) column by column): MatMul's (matmul.cu, inputs
+// operations per unit (wv = the exact dense value, then acc = fma(x, wv, acc) column by column): MatMul's (matmul.cu, inputs
 // staged in shared memory) and the MoE experts' (moe.cu, LanePartials
 // below, over inputs gathered and permuted by PermuteRows: unit u = 32 i +
 // c, piece t (4 floats) at ((i * 8 + t) * 32 + c) * 4, so the 32 lanes'
@@ -49,19 +49,6 @@ __device__ __forceinline__ int64_t PermutedIndex(int64_t k) {
   const int64_t u = k / kUnit, i = u / kClasses;
   const int c = static_cast<int>(u % kClasses), within = static_cast<int>(k % kUnit);
   return ((i * 8 + within / 4) * kClasses + c) * 4 + within % 4;
-}
-
-// The words, scale and bias of unit u of NR affine rows.
-template <int B, int NR>
-__device__ __forceinline__ void LoadAffineUnit(const DevWeight& w, const int64_t (&rows)[NR], int64_t u,
-                                               uint32_t (&words)[NR][B], float (&s)[NR], float (&b)[NR]) {
-#pragma unroll
-  for (int r = 0; r < NR; ++r) {
-    LoadChunkWords<B>(w, rows[r], u, words[r]);
-    const int64_t g = rows[r] * w.groups_per_row + (u * kUnit) / w.group;
-    s[r] = LoadScale(w.scale_type, w.scales, g);
-    b[r] = LoadScale(w.scale_type, w.biases, g);
-  }
 }
 
 // acc[m][r] += the unit's columns in order, for weight values wv[r][c]
@@ -95,8 +82,6 @@ __device__ __forceinline__ void UnitDot(const float (&wv)[NR][kUnit], int kvalid
 
 // Lane `lane`'s class partials acc[m][r] for weight rows rows[r] and
 // permuted input rows xp + xrow[m] * xp_stride: the canonical p_lane.
-// Affine weights: the next unit's codes and scales are loaded while the
-// current one is multiplied (two units in flight per lane).
 template <int FMT, int MT, int NR>
 __device__ __forceinline__ void LanePartials(const DevWeight& w, const int64_t (&rows)[NR], const float* xp,
                                              int64_t xp_stride, const int64_t (&xrow)[MT], int lane,
@@ -106,40 +91,12 @@ __device__ __forceinline__ void LanePartials(const DevWeight& w, const int64_t (
 #pragma unroll
     for (int r = 0; r < NR; ++r) acc[m][r] = 0.0f;
   const int64_t K = w.cols, units = Units(K);
-  if constexpr (IsAffine(FMT)) {
-    constexpr int B = AffineBits(FMT);
-    uint32_t cw[NR][B];
-    float cs[NR], cb[NR];
-    if (lane < units) LoadAffineUnit<B, NR>(w, rows, lane, cw, cs, cb);
-    for (int64_t u = lane; u < units; u += kClasses) {
-      uint32_t nw[NR][B];
-      float ns[NR], nb[NR];
-      const bool more = u + kClasses < units;
-      if (more) LoadAffineUnit<B, NR>(w, rows, u + kClasses, nw, ns, nb);
-      float wv[NR][kUnit];
+  for (int64_t u = lane; u < units; u += kClasses) {
+    const int kvalid = static_cast<int>(K - u * kUnit < kUnit ? K - u * kUnit : kUnit);
+    float wv[NR][kUnit];
 #pragma unroll
-      for (int r = 0; r < NR; ++r)
-#pragma unroll
-        for (int c = 0; c < kUnit; ++c) wv[r][c] = __fmaf_rn(ChunkCode<B>(cw[r], c), cs[r], cb[r]);
-      UnitDot<MT, NR>(wv, kUnit, xp, xp_stride, xrow, u / kClasses, lane, acc);
-      if (more) {
-#pragma unroll
-        for (int r = 0; r < NR; ++r) {
-#pragma unroll
-          for (int q = 0; q < B; ++q) cw[r][q] = nw[r][q];
-          cs[r] = ns[r];
-          cb[r] = nb[r];
-        }
-      }
-    }
-  } else {
-    for (int64_t u = lane; u < units; u += kClasses) {
-      const int kvalid = static_cast<int>(K - u * kUnit < kUnit ? K - u * kUnit : kUnit);
-      float wv[NR][kUnit];
-#pragma unroll
-      for (int r = 0; r < NR; ++r) DecodeChunk<FMT>(w, rows[r], u, kvalid, wv[r]);
-      UnitDot<MT, NR>(wv, kvalid, xp, xp_stride, xrow, u / kClasses, lane, acc);
-    }
+    for (int r = 0; r < NR; ++r) DecodeChunk<FMT>(w, rows[r], u, kvalid, wv[r]);
+    UnitDot<MT, NR>(wv, kvalid, xp, xp_stride, xrow, u / kClasses, lane, acc);
   }
 }
 

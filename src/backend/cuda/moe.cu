@@ -4,11 +4,13 @@
 //  1. one block sorts the step's (row, slot) pairs by expert (order within
 //     an expert is arbitrary: every pair is computed on its own) and cuts
 //     each expert's pairs into tiles of at most MT;
-//  2. the pairs' input rows are gathered and permuted (matmul_core.cuh);
-//  3. per tile, a matrix-vector kernel multiplies them by the tile's
-//     expert: gate and up, GeluMul, then down, each output in MatMul's
-//     canonical order (matmul_core.cuh), so a pair's result is the
-//     bits MatMul + GeluMul give for that row alone;
+//  2. the pairs' input rows are gathered: quantized to int8 for affine
+//     weights (affine_int8.cuh), permuted for dense ones (matmul_core.cuh);
+//  3. per tile, the tile's expert multiplies them: gate and up, GeluMul,
+//     then down, each output computed as MatMul computes it (affine
+//     weights: AffineInt8MatMul itself over the plan's tiles; dense: the
+//     per-lane routine of matmul_core.cuh), so a pair's result is the bits
+//     MatMul + GeluMul give for that row alone;
 //  4. per row, out = fma(weight, expert output, out) from zero over its
 //     experts in ascending id (ties: ascending slot).
 // Nothing depends on which other rows are in the step.
@@ -18,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/matmul.cuh"
@@ -180,6 +183,7 @@ __global__ __launch_bounds__(1024) void SortPairsKernel(const int32_t* __restric
 }
 
 constexpr int kMoeWarps = 4;
+constexpr int kMoeTile = 8;  // pairs per tile when experts get several (AffineInt8MatMul's largest tile)
 
 // out[slot, n] for the slots of tile blockIdx.y and weight rows of this
 // block's warps: expert tile_expert's matrix `which` (0 gate, 1 up, 2 down).
@@ -218,23 +222,37 @@ void LaunchMoeGemv(int mt, const DevWeight& w, const ExpertPtrs* table, int expe
   if (mt == 1) {
     MoeGemvKernel<FMT, 1><<<grid, kMoeWarps * 32, 0, stream>>>(w, table, experts, p, xp, xp_stride, out, ldo);
   } else {
-    MoeGemvKernel<FMT, 16><<<grid, kMoeWarps * 32, 0, stream>>>(w, table, experts, p, xp, xp_stride, out, ldo);
+    MoeGemvKernel<FMT, kMoeTile><<<grid, kMoeWarps * 32, 0, stream>>>(w, table, experts, p, xp, xp_stride, out, ldo);
   }
   G4_CUDA_LAUNCHED();
 }
 
-void MoeGemv(int fmt, int mt, const DevWeight& w, const ExpertPtrs* table, int experts, const Plan& p, int max_tiles,
-             const float* xp, int64_t xp_stride, float* out, int64_t ldo, cudaStream_t stream) {
-  switch (fmt) {
-    case kWF32: return LaunchMoeGemv<kWF32>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
-    case kWBF16: return LaunchMoeGemv<kWBF16>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
-    case kWF16: return LaunchMoeGemv<kWF16>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
-    case kWA2: return LaunchMoeGemv<kWA2>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
-    case kWA3: return LaunchMoeGemv<kWA3>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
-    case kWA4: return LaunchMoeGemv<kWA4>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
-    case kWA5: return LaunchMoeGemv<kWA5>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
-    case kWA6: return LaunchMoeGemv<kWA6>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
-    default: return LaunchMoeGemv<kWA8>(mt, w, table, experts, p, max_tiles, xp, xp_stride, out, ldo, stream);
+// out[slot] = x[src_rows[slot] / per_entry] (x[slot] without src_rows)
+// times expert matrix `which` of the slot's tile; `perm`: P permuted rows
+// of scratch for dense weights.
+void ExpertMatMul(const WeightMatrix& w0, const ExpertPtrs* table, int experts, const Plan& p, int mt,
+                  int max_tiles, const float* x, int64_t ldx, const int32_t* src_rows, int per_entry, int64_t P,
+                  float* perm, float* out, int64_t ldo, Scratch& scratch, cudaStream_t stream) {
+  const DevWeight w = MakeDevWeight(w0);
+  const int64_t K = w0.cols;
+  if (w0.is_affine()) {
+    const QRows qr = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(P, K, w.group)), P, K, w.group);
+    QuantizeRows(x, ldx, src_rows, per_entry, P, K, w.group, w0.bits, qr, stream);
+    TileSource src;
+    src.num_tiles = p.num_tiles;
+    src.tile_expert = p.tile_expert;
+    src.tile_start = p.tile_start;
+    src.tile_count = p.tile_count;
+    src.table = reinterpret_cast<const void* const*>(table);
+    AffineInt8MatMul(w, w0.bits, qr, src, mt, max_tiles, out, ldo, stream);
+    return;
+  }
+  PermuteRows(x, ldx, src_rows, per_entry, P, K, perm, stream);
+  const int64_t stride = PermutedStride(K);
+  switch (WeightFormat(w0)) {
+    case kWF32: return LaunchMoeGemv<kWF32>(mt, w, table, experts, p, max_tiles, perm, stride, out, ldo, stream);
+    case kWBF16: return LaunchMoeGemv<kWBF16>(mt, w, table, experts, p, max_tiles, perm, stride, out, ldo, stream);
+    default: return LaunchMoeGemv<kWF16>(mt, w, table, experts, p, max_tiles, perm, stride, out, ldo, stream);
   }
 }
 
@@ -298,8 +316,8 @@ void MoeExperts(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream) 
                      a.down[e].scale_dtype == a.down[0].scale_dtype,
                  "[cuda] MoeExperts: experts of one layer must share their formats");
   }
-  // Few pairs per expert: tiles of one pair (decode); else tiles of 16.
-  const int mt = P <= E ? 1 : 16;
+  // Few pairs per expert: tiles of one pair (decode); else tiles of kMoeTile.
+  const int mt = P <= E ? 1 : kMoeTile;
   const int64_t max_tiles = (P + mt - 1) / mt + E;
   G4_CHECK_MSG(max_tiles <= 65535, "[cuda] MoeExperts: too many expert tiles for one launch");
   const int64_t sx = PermutedStride(hidden), sh = PermutedStride(width);
@@ -329,19 +347,16 @@ void MoeExperts(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream) 
   const int64_t ldi = rows > 1 ? a.ids.stride : a.ids.cols;
   SortPairsKernel<<<1, 1024, 0, stream>>>(a.ids.i32(), ldi, rows, k, E, mt, plan);
   G4_CUDA_LAUNCHED();
-  PermuteRows(a.x.f32(), rows > 1 ? a.x.stride : a.x.cols, plan.order, k, P, hidden, xp, stream);
-
   const ExpertPtrs* table = ExpertTable(a);
-  const DevWeight wg = MakeDevWeight(a.gate[0]), wu = MakeDevWeight(a.up[0]), wd = MakeDevWeight(a.down[0]);
-  // vec16 also needs each expert's own pointer aligned: checked per block.
-  MoeGemv(WeightFormat(a.gate[0]), mt, wg, table, E, plan, static_cast<int>(max_tiles), xp, sx, g, width, stream);
-  MoeGemv(WeightFormat(a.up[0]), mt, wu, table + E, E, plan, static_cast<int>(max_tiles), xp, sx, u, width, stream);
+  const int tiles = static_cast<int>(max_tiles);
+  const float* x = a.x.f32();
+  const int64_t ldx = rows > 1 ? a.x.stride : a.x.cols;
+  ExpertMatMul(a.gate[0], table, E, plan, mt, tiles, x, ldx, plan.order, k, P, xp, g, width, scratch, stream);
+  ExpertMatMul(a.up[0], table + E, E, plan, mt, tiles, x, ldx, plan.order, k, P, xp, u, width, scratch, stream);
   const int64_t n = P * width;
   GeluMulFlatKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(g, u, n);
   G4_CUDA_LAUNCHED();
-  PermuteRows(g, width, nullptr, 1, P, width, hp, stream);
-  MoeGemv(WeightFormat(a.down[0]), mt, wd, table + 2 * E, E, plan, static_cast<int>(max_tiles), hp, sh, y, hidden,
-          stream);
+  ExpertMatMul(a.down[0], table + 2 * E, E, plan, mt, tiles, g, width, nullptr, 1, P, hp, y, hidden, scratch, stream);
   const int64_t total = rows * hidden;
   CombineKernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
       a.ids.i32(), ldi, a.weights.f32(), rows > 1 ? a.weights.stride : a.weights.cols, k, plan.slot_of, y, hidden,

@@ -5,9 +5,8 @@
 // multiple of 32, so a chunk of a B-bit row is exactly B whole words and
 // lies in one group).
 //
-// Values: dense elements convert exactly; an affine element is
-// fma(q, scale, bias) in float32 (the CPU backend's value, io's
-// DequantizeRow up to that one rounding).
+// Dense elements convert exactly; affine codes are read as words
+// (affine_int8.cu multiplies them as integers).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -49,17 +48,6 @@ __device__ __forceinline__ float LoadScale(int type, const void* base, int64_t i
   return static_cast<const float*>(base)[i];
 }
 
-// Code i (0..31) of a chunk held in B words, as an exact float: the bits go
-// into the mantissa of 2^23 and 2^23 is subtracted (cheaper than I2F).
-template <int B>
-__device__ __forceinline__ float ChunkCode(const uint32_t (&w)[B], int i) {
-  const int bit = i * B;
-  const int wi = bit >> 5, sh = bit & 31;
-  uint32_t v = w[wi] >> sh;
-  if (sh + B > 32) v |= w[wi + 1] << (32 - sh);
-  return __uint_as_float(0x4B000000u | (v & ((1u << B) - 1))) - 8388608.0f;
-}
-
 // The B words of chunk `c` of affine row `row` (aligned loads).
 template <int B>
 __device__ __forceinline__ void LoadChunkWords(const DevWeight& w, int64_t row, int64_t c, uint32_t (&out)[B]) {
@@ -83,19 +71,12 @@ __device__ __forceinline__ void LoadChunkWords(const DevWeight& w, int64_t row, 
   for (int i = 0; i < B; ++i) out[i] = __ldg(q + i);
 }
 
-// Columns [32c, 32c + n) of row `row` as float32 into out[0..n) (n <= 32;
-// n < 32 only for a dense row's last chunk). Affine: fma(q, scale, bias).
+// Columns [32c, 32c + n) of dense row `row` as float32 into out[0..n) (n <=
+// 32; n < 32 only for the row's last chunk).
 template <int FMT>
 __device__ __forceinline__ void DecodeChunk(const DevWeight& w, int64_t row, int64_t c, int n, float* out) {
-  if constexpr (IsAffine(FMT)) {
-    constexpr int B = AffineBits(FMT);
-    uint32_t words[B];
-    LoadChunkWords<B>(w, row, c, words);
-    const int64_t g = row * w.groups_per_row + (c * 32) / w.group;
-    const float s = LoadScale(w.scale_type, w.scales, g), b = LoadScale(w.scale_type, w.biases, g);
-#pragma unroll
-    for (int i = 0; i < 32; ++i) out[i] = __fmaf_rn(ChunkCode<B>(words, i), s, b);
-  } else {
+  static_assert(!IsAffine(FMT), "affine weights take affine_int8.cuh");
+  {
     const uint8_t* p = static_cast<const uint8_t*>(w.data) + row * w.row_bytes + c * 32 * DenseBytes(FMT);
     if (n == 32 && w.vec16) {
       if constexpr (FMT == kWF32) {

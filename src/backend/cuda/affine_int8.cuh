@@ -1,0 +1,72 @@
+// MatMul over MLX affine weights on the GPU in the CPU backend's integer
+// scheme (backend/cpu/affine_int8.h), so that a GPU output is bitwise the
+// CPU backend's, whatever the batch, the tile or the kernel:
+//
+//  1. Each input row is quantized once per call, per weight group g:
+//       a = max |x_k| (exact; NaN above infinity), d_g = a / 127,
+//       inv = 127 / a (0 when a = 0; a not finite: d_g = NaN, inv = 0),
+//       q_k = x86 cvtps(x_k * inv) clamped to [-127, 127] (round half to
+//       even; NaN or out of int range: INT_MIN, so -127),
+//       xs_g = float(sum of the group's q_k) * d_g.
+//  2. y[m, n] = 0; for g = 0, 1, ...: isum = sum over the group of c_k q_k
+//     (int32, exact in any order: dp4a here);
+//       y = fma(float(isum), s_g * d_g, y);  y = fma(b_g, xs_g, y).
+//
+// Quantized rows are stored in the order the kernel unpacks codes (QPos):
+// 4-bit: per 8 columns the 4 even ones then the 4 odd ones (a code word's
+// low nibbles, then its high nibbles); 2-bit: per 16 columns, columns
+// s, s + 4, s + 8, s + 12 for s = 0..3 (the word shifted by 2s, masked);
+// 3-, 5-, 6- and 8-bit: column order.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/weight_access.cuh"
+
+namespace g4::cuda {
+
+// Quantized input rows: row m's codes at q + m * ldq (QPos order), its
+// group values at d + m * ldg and xs + m * ldg.
+struct QRows {
+  int8_t* q = nullptr;
+  int64_t ldq = 0;
+  float* d = nullptr;
+  float* xs = nullptr;
+  int64_t ldg = 0;
+};
+
+// Bytes of device scratch QRows needs for `rows` rows of k columns in
+// groups of `group`, and the view of such a buffer.
+size_t QRowsBytes(int64_t rows, int64_t k, int group);
+QRows QRowsIn(void* scratch, int64_t rows, int64_t k, int group);
+
+// Quantizes `rows` rows of x (k columns) for weights of `bits` bits in
+// groups of `group` into qr. Row i reads x row src_rows[i] / per_entry when
+// src_rows is given (the MoE experts' gather), else row i.
+void QuantizeRows(const float* x, int64_t ldx, const int32_t* src_rows, int32_t per_entry, int64_t rows, int64_t k,
+                  int group, int bits, const QRows& qr, cudaStream_t stream);
+
+// Which input rows and weights a block of the affine kernel takes.
+struct TileSource {
+  // Plain: input rows [blockIdx.y * mt, ...) of M, weights w.
+  int64_t M = 0;
+  // Expert tiles (moe.cu's plan): tile blockIdx.y covers rows
+  // tile_start[t] .. + tile_count[t] with expert tile_expert[t]'s weights
+  // (codes, scales, biases at table[3 * e .. 3 * e + 2]); tiles past
+  // *num_tiles do nothing.
+  const int32_t* num_tiles = nullptr;
+  const int32_t* tile_expert = nullptr;
+  const int32_t* tile_start = nullptr;
+  const int32_t* tile_count = nullptr;
+  const void* const* table = nullptr;
+};
+
+// y = x W^T in the scheme above for quantized rows qr; mt (1, 2, 4 or 8)
+// input rows per block, `tiles` blocks along y. The result does not
+// depend on mt.
+void AffineInt8MatMul(const DevWeight& w, int bits, const QRows& qr, const TileSource& src, int mt, int64_t tiles,
+                      float* y, int64_t ldy, cudaStream_t stream);
+
+}  // namespace g4::cuda
