@@ -1,5 +1,5 @@
 // Embedding lookup: each output element decodes its table element (dense:
-// exact; affine: fma(q, scale, bias), the MatMul value) and multiplies by
+// exact; affine: fma(q, scale, bias), io's DequantizeRow value) and multiplies by
 // the scale once, as the CPU backend does.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.h"
