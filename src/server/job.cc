@@ -95,7 +95,7 @@ class Job::PrefillSink final : public SequenceSink {
 };
 
 Job::Job(JobSpec spec, const Tokenizer& tokenizer, Metrics* metrics)
-    : spec_(std::move(spec)), metrics_(metrics), created(std::chrono::steady_clock::now()) {
+    : created(std::chrono::steady_clock::now()), spec_(std::move(spec)), metrics_(metrics) {
   if (spec_.n < 1) spec_.n = 1;
   pending_.choices.resize(spec_.n);
   ids.assign(spec_.n, 0);
