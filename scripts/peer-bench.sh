@@ -97,7 +97,10 @@ rows=""
 for t in $threads; do
   g4_lines="" ll_lines=""
   for ((r = 0; r < reps; r++)); do
-    line="$(OMP_NUM_THREADS=$t "$g4" bench --model "$q4" --backend cpu -t "$t" --prompt "$prompt" --gen "$gen" --json)"
+    # g4 at its default wait policy: an inherited OMP_WAIT_POLICY=passive
+    # would make its team sleep at every wait (llama.cpp's CPU build does not
+    # use OpenMP, so it is not affected either way).
+    line="$(env -u OMP_WAIT_POLICY OMP_NUM_THREADS=$t "$g4" bench --model "$q4" --backend cpu -t "$t" --prompt "$prompt" --gen "$gen" --json)"
     echo "{\"who\":\"g4\",\"threads\":$t,\"run\":$line}" >> "$results"
     g4_lines+="$line"$'\n'
     line="$("$peer/llama_bench" -m "$gguf" -t "$t" -p "$prompt" -n "$gen" -r 1)"
