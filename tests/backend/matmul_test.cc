@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <memory>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <vector>
 

@@ -19,8 +19,8 @@
 // matrix gives the same bits as the whole.
 //
 // Two matrix-vector kernels share this order and must keep doing the same
-// operations per unit (wv = the exact dense value, then acc = fma(x, wv, acc) column by column): MatMul's (matmul.cu, inputs
-// staged in shared memory) and the MoE experts' (moe.cu, LanePartials
+// operations per unit (wv = the exact dense value, then acc = fma(x, wv,
+// acc) column by column): MatMul's (matmul.cu, inputs staged in shared memory) and the MoE experts' (moe.cu, LanePartials
 // below, over inputs gathered and permuted by PermuteRows: unit u = 32 i +
 // c, piece t (4 floats) at ((i * 8 + t) * 32 + c) * 4, so the 32 lanes'
 // pieces t of one round are 512 contiguous bytes). The MoE tests check the

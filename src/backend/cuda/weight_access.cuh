@@ -76,40 +76,38 @@ __device__ __forceinline__ void LoadChunkWords(const DevWeight& w, int64_t row, 
 template <int FMT>
 __device__ __forceinline__ void DecodeChunk(const DevWeight& w, int64_t row, int64_t c, int n, float* out) {
   static_assert(!IsAffine(FMT), "affine weights take affine_int8.cuh");
-  {
-    const uint8_t* p = static_cast<const uint8_t*>(w.data) + row * w.row_bytes + c * 32 * DenseBytes(FMT);
-    if (n == 32 && w.vec16) {
-      if constexpr (FMT == kWF32) {
+  const uint8_t* p = static_cast<const uint8_t*>(w.data) + row * w.row_bytes + c * 32 * DenseBytes(FMT);
+  if (n == 32 && w.vec16) {
+    if constexpr (FMT == kWF32) {
 #pragma unroll
-        for (int v = 0; v < 8; ++v) {
-          const float4 f = __ldg(reinterpret_cast<const float4*>(p) + v);
-          out[4 * v] = f.x, out[4 * v + 1] = f.y, out[4 * v + 2] = f.z, out[4 * v + 3] = f.w;
-        }
-      } else {
+      for (int v = 0; v < 8; ++v) {
+        const float4 f = __ldg(reinterpret_cast<const float4*>(p) + v);
+        out[4 * v] = f.x, out[4 * v + 1] = f.y, out[4 * v + 2] = f.z, out[4 * v + 3] = f.w;
+      }
+    } else {
 #pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          const uint4 u = __ldg(reinterpret_cast<const uint4*>(p) + v);
-          const uint32_t words[4] = {u.x, u.y, u.z, u.w};
+      for (int v = 0; v < 4; ++v) {
+        const uint4 u = __ldg(reinterpret_cast<const uint4*>(p) + v);
+        const uint32_t words[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const uint16_t lo = static_cast<uint16_t>(words[i] & 0xffffu), hi = static_cast<uint16_t>(words[i] >> 16);
-            out[8 * v + 2 * i] = FMT == kWBF16 ? Bf16ToF32(lo) : F16ToF32(lo);
-            out[8 * v + 2 * i + 1] = FMT == kWBF16 ? Bf16ToF32(hi) : F16ToF32(hi);
-          }
+        for (int i = 0; i < 4; ++i) {
+          const uint16_t lo = static_cast<uint16_t>(words[i] & 0xffffu), hi = static_cast<uint16_t>(words[i] >> 16);
+          out[8 * v + 2 * i] = FMT == kWBF16 ? Bf16ToF32(lo) : F16ToF32(lo);
+          out[8 * v + 2 * i + 1] = FMT == kWBF16 ? Bf16ToF32(hi) : F16ToF32(hi);
         }
       }
-      return;
     }
+    return;
+  }
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      out[i] = 0.0f;
-      if (i < n) {
-        if constexpr (FMT == kWF32) {
-          out[i] = __ldg(reinterpret_cast<const float*>(p) + i);
-        } else {
-          const uint16_t h = __ldg(reinterpret_cast<const unsigned short*>(p) + i);
-          out[i] = FMT == kWBF16 ? Bf16ToF32(h) : F16ToF32(h);
-        }
+  for (int i = 0; i < 32; ++i) {
+    out[i] = 0.0f;
+    if (i < n) {
+      if constexpr (FMT == kWF32) {
+        out[i] = __ldg(reinterpret_cast<const float*>(p) + i);
+      } else {
+        const uint16_t h = __ldg(reinterpret_cast<const unsigned short*>(p) + i);
+        out[i] = FMT == kWBF16 ? Bf16ToF32(h) : F16ToF32(h);
       }
     }
   }
