@@ -92,6 +92,47 @@ struct MoeExpertsArgs {
 };
 size_t MoeWorkspaceBytes(int64_t rows, int top_k, int64_t hidden, int64_t expert_width);
 
+// The end of a residual sub-block, fused:
+//   x = (x + RmsNorm(o, post_weight)) * scale;
+//   then, when next_out has data, next_out = RmsNorm(x, next_weight)
+// bitwise what RmsNorm(o, post_weight, eps, o), Add(x, o, x), Scale(x,
+// scale) and RmsNorm(x, next_weight, eps, next_out) give on the same
+// backend. o's contents afterwards are unspecified (a backend may normalize
+// it in place). x, o and next_out may not alias; all are [T, H].
+struct AddNormArgs {
+  TensorView x;
+  TensorView o;
+  const float* post_weight = nullptr;  // [H], device; null: unscaled
+  float scale = 1.0f;
+  TensorView next_out;                 // optional
+  const float* next_weight = nullptr;  // [H], device; null: unscaled
+  float eps = 1e-6f;
+};
+
+// The attention inputs' per-head norms and RoPE, in place, each view
+// contiguous [T, heads * head_dim], head h of row t at h * head_dim:
+//   q: RmsNorm of each head with q_weight, then Rope;
+//   k: the same with k_weight (skipped when k has no data);
+//   v: RmsNorm of each head, unscaled (skipped when v has no data),
+// bitwise what those separate ops give on the same backend. q, k and v may
+// not overlap.
+struct HeadNormRopeArgs {
+  TensorView q;
+  int q_heads = 0;
+  const float* q_weight = nullptr;  // [head_dim], device
+  TensorView k;
+  TensorView v;
+  int kv_heads = 0;
+  const float* k_weight = nullptr;  // [head_dim], device
+  int head_dim = 0;
+  const int32_t* positions = nullptr;  // [T], device
+  const float* inv_freq = nullptr;     // [head_dim / 2], device
+  float eps = 1e-6f;
+};
+
+// At most this many products share one MatMuls call.
+constexpr int kMaxSharedInputProducts = 4;
+
 // Sampling parameters of one row (the reference chain: backend/sampler.h).
 // Plain data so a device can read an array of them. Index ranges point into
 // the arrays of SampleArgs.
@@ -144,6 +185,17 @@ class Ops {
   // Row-invariant (kernels' canonical order): row m of y depends only on
   // row m of x.
   virtual void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y) = 0;
+  // ys[i] = x ws[i]^T for each i (1 to kMaxSharedInputProducts products of
+  // one input), each bitwise what MatMul(x, *ws[i], ys[i]) gives; a backend
+  // may compute them together (one quantization of x, one launch). No y
+  // may alias x or another y.
+  virtual void MatMuls(const TensorView& x, std::span<const WeightMatrix* const> ws,
+                       std::span<const TensorView> ys) = 0;
+  // y = (gelu_tanh(g) * u) W^T, bitwise GeluMul(g, u, g) then MatMul(g,
+  // w, y) on the same backend; g's contents afterwards are unspecified (a
+  // backend may store the product there). g and u [M, W.cols]; y may not
+  // alias g or u.
+  virtual void GatedMatMul(const TensorView& g, const TensorView& u, const WeightMatrix& w, const TensorView& y) = 0;
   // out[i, :] = table[ids[i], :] * scale. ids: int32 [out.rows], in range.
   virtual void Embed(const WeightMatrix& table, const int32_t* ids, float scale, const TensorView& out) = 0;
   // Per row: y = x (mean(x^2) + eps)^-1/2 * weight (weight null: unscaled;
@@ -159,6 +211,10 @@ class Ops {
   virtual void GeluMul(const TensorView& g, const TensorView& u, const TensorView& out) = 0;
   // y = a + b; y may alias a or b.
   virtual void Add(const TensorView& a, const TensorView& b, const TensorView& y) = 0;
+  // AddNormArgs: a residual update and the next norm in one op.
+  virtual void AddNorm(const AddNormArgs& args) = 0;
+  // HeadNormRopeArgs: q, k and v's head norms and RoPE in one op.
+  virtual void HeadNormRope(const HeadNormRopeArgs& args) = 0;
   // x *= s, in place.
   virtual void Scale(const TensorView& x, float s) = 0;
   // y[i, j] = x[i, j] * col[j] * s (col [x.cols], device); y may alias x.

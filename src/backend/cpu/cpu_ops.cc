@@ -38,6 +38,19 @@ class CpuOps final : public Ops {
                       y.rows > 1 ? y.stride : y.cols);
   }
 
+  // The products one by one: each is MatMul's.
+  void MatMuls(const TensorView& x, std::span<const WeightMatrix* const> ws,
+               std::span<const TensorView> ys) override {
+    G4_CHECK_MSG(!ws.empty() && ws.size() == ys.size() && ws.size() <= static_cast<size_t>(kMaxSharedInputProducts),
+                 "[cpu] MatMuls: 1 to kMaxSharedInputProducts weights, one output each");
+    for (size_t i = 0; i < ws.size(); ++i) MatMul(x, *ws[i], ys[i]);
+  }
+
+  void GatedMatMul(const TensorView& g, const TensorView& u, const WeightMatrix& w, const TensorView& y) override {
+    GeluMul(g, u, g);
+    MatMul(g, w, y);
+  }
+
   void Embed(const WeightMatrix& table, const int32_t* ids, float scale, const TensorView& out) override {
     CheckWeight(table);
     CheckF32(out, "[cpu] Embed: out must be an F32 view");
@@ -73,6 +86,30 @@ class CpuOps final : public Ops {
   }
   void Add(const TensorView& a, const TensorView& b, const TensorView& y) override {
     G4_CPU_NS::Add(a, b, y);
+  }
+  // The separate ops in sequence (o normalized in place).
+  void AddNorm(const AddNormArgs& a) override {
+    G4_CHECK_MSG(a.x.rows == a.o.rows && a.x.cols == a.o.cols, "[cpu] AddNorm: x and o differ in shape");
+    RmsNorm(a.o, a.post_weight, a.eps, a.o);
+    Add(a.x, a.o, a.x);
+    if (a.scale != 1.0f) Scale(a.x, a.scale);
+    if (a.next_out.data != nullptr) RmsNorm(a.x, a.next_weight, a.eps, a.next_out);
+  }
+  // The separate ops in sequence.
+  void HeadNormRope(const HeadNormRopeArgs& a) override {
+    const int64_t T = a.q.rows, D = a.head_dim;
+    G4_CHECK_MSG(D > 0 && a.q.cols == a.q_heads * D, "[cpu] HeadNormRope: q width is not q_heads * head_dim");
+    RmsNorm(a.q.Reshape(T * a.q_heads, D), a.q_weight, a.eps, a.q.Reshape(T * a.q_heads, D));
+    Rope(a.q, a.q_heads, a.head_dim, a.positions, a.inv_freq);
+    if (a.k.data != nullptr) {
+      G4_CHECK_MSG(a.k.rows == T && a.k.cols == a.kv_heads * D, "[cpu] HeadNormRope: k is not [T, kv_heads * head_dim]");
+      RmsNorm(a.k.Reshape(T * a.kv_heads, D), a.k_weight, a.eps, a.k.Reshape(T * a.kv_heads, D));
+      Rope(a.k, a.kv_heads, a.head_dim, a.positions, a.inv_freq);
+    }
+    if (a.v.data != nullptr) {
+      G4_CHECK_MSG(a.v.rows == T && a.v.cols == a.kv_heads * D, "[cpu] HeadNormRope: v is not [T, kv_heads * head_dim]");
+      RmsNorm(a.v.Reshape(T * a.kv_heads, D), nullptr, a.eps, a.v.Reshape(T * a.kv_heads, D));
+    }
   }
   void Scale(const TensorView& x, float s) override { G4_CPU_NS::Scale(x, s); }
   void ScaleColumns(const TensorView& x, const float* col, float s, const TensorView& y) override {

@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 
 #include "backend/cuda/weight_access.cuh"
 
@@ -43,10 +44,12 @@ size_t QRowsBytes(int64_t rows, int64_t k, int group);
 QRows QRowsIn(void* scratch, int64_t rows, int64_t k, int group);
 
 // Quantizes `rows` rows of x (k columns) for weights of `bits` bits in
-// groups of `group` into qr. Row i reads x row src_rows[i] / per_entry when
+// groups of `group` into qr; with u (gated), rows of gelu_tanh(x) * u
+// (GeluMul's bits) instead. Row i reads row src_rows[i] / per_entry when
 // src_rows is given (the MoE experts' gather), else row i.
-void QuantizeRows(const float* x, int64_t ldx, const int32_t* src_rows, int32_t per_entry, int64_t rows, int64_t k,
-                  int group, int bits, const QRows& qr, cudaStream_t stream);
+void QuantizeRows(const float* x, int64_t ldx, const float* u, int64_t ldu, const int32_t* src_rows,
+                  int32_t per_entry, int64_t rows, int64_t k, int group, int bits, const QRows& qr,
+                  cudaStream_t stream);
 
 // Which input rows and weights a block of the affine kernel takes.
 struct TileSource {
@@ -63,10 +66,29 @@ struct TileSource {
   const void* const* table = nullptr;
 };
 
-// y = x W^T in the scheme above for quantized rows qr; mt (1, 2, 4 or 8)
-// input rows per block, `tiles` blocks along y. The result does not
-// depend on mt.
-void AffineInt8MatMul(const DevWeight& w, int bits, const QRows& qr, const TileSource& src, int mt, int64_t tiles,
-                      float* y, int64_t ldy, cudaStream_t stream);
+// One product of a launch: y = x w^T (row m of y at y + m * ldy).
+struct AffineOut {
+  DevWeight w;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+constexpr int kMaxAffineOuts = 4;
+
+// outs[i].y = x outs[i].w^T in the scheme above for quantized rows qr,
+// every product in one launch (the matrices share bits, group size and
+// column count, hence qr); mt (1, 2, 4 or 8) input rows per block, `tiles`
+// blocks along y. The result does not depend on mt or on the other
+// products of the launch. An expert-tile source takes one product.
+void AffineInt8MatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, const TileSource& src, int mt,
+                      int64_t tiles, cudaStream_t stream);
+// The same products for one quantized input row (qr, row 0) by the
+// one-row kernel (affine_int8_row.cu): bitwise AffineInt8MatMul's.
+// Launched as a programmatic dependent of the kernel before it.
+void AffineInt8RowMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream);
+inline void AffineInt8MatMul(const DevWeight& w, int bits, const QRows& qr, const TileSource& src, int mt,
+                             int64_t tiles, float* y, int64_t ldy, cudaStream_t stream) {
+  const AffineOut one{w, y, ldy};
+  AffineInt8MatMul(std::span<const AffineOut>(&one, 1), bits, qr, src, mt, tiles, stream);
+}
 
 }  // namespace g4::cuda

@@ -164,6 +164,40 @@ class CudaOps final : public Ops {
     cuda::MatMul(x, w, y, scratch_, stream_);
   }
 
+  void MatMuls(const TensorView& x, std::span<const WeightMatrix* const> ws,
+               std::span<const TensorView> ys) override {
+    G4_CHECK_MSG(!ws.empty() && ws.size() == ys.size() && ws.size() <= static_cast<size_t>(kMaxSharedInputProducts),
+                 "[cuda] MatMuls: 1 to kMaxSharedInputProducts weights, one output each");
+    CheckF32(x, "[cuda] MatMuls: x must be an F32 view");
+    for (size_t i = 0; i < ws.size(); ++i) {
+      CheckF32(ys[i], "[cuda] MatMuls: y must be an F32 view");
+      G4_CHECK_MSG(x.cols == ws[i]->cols && ys[i].cols == ws[i]->rows && x.rows == ys[i].rows,
+                   "[cuda] MatMuls: shapes do not match W");
+      CheckWeight(*ws[i]);
+    }
+    if (x.rows == 0) return;
+    if (profile_.enabled() || ws.size() == 1 || x.cols == 0) {  // per product (the profile keeps its classes)
+      for (size_t i = 0; i < ws.size(); ++i) MatMul(x, *ws[i], ys[i]);
+      return;
+    }
+    cuda::MatMuls(x, ws, ys, scratch_, stream_);
+  }
+
+  void GatedMatMul(const TensorView& g, const TensorView& u, const WeightMatrix& w, const TensorView& y) override {
+    CheckSameShape(g, u, "[cuda] GatedMatMul: g and u must be F32 views of one shape");
+    CheckF32(y, "[cuda] GatedMatMul: y must be an F32 view");
+    G4_CHECK_MSG(g.cols == w.cols && y.cols == w.rows && g.rows == y.rows, "[cuda] GatedMatMul: shapes do not match W");
+    G4_CHECK_MSG(y.data != g.data && y.data != u.data, "[cuda] GatedMatMul: y may not alias g or u");
+    CheckWeight(w);
+    if (g.rows == 0) return;
+    if (profile_.enabled() || w.rows == 0 || w.cols == 0) {  // apart (the profile keeps MatMul's classes)
+      GeluMul(g, u, g);
+      MatMul(g, w, y);
+      return;
+    }
+    cuda::GatedMatMul(g, u, w, y, scratch_, stream_);
+  }
+
   void Embed(const WeightMatrix& table, const int32_t* ids, float scale, const TensorView& out) override {
     CheckWeight(table);
     CheckF32(out, "[cuda] Embed: out must be an F32 view");
@@ -204,6 +238,30 @@ class CudaOps final : public Ops {
     CheckSameShape(a, y, "[cuda] Add: operand shapes differ");
     ProfileScope prof(profile_, stream_, "Add");
     cuda::Add(a, b, y, stream_);
+  }
+  void AddNorm(const AddNormArgs& a) override {
+    CheckSameShape(a.x, a.o, "[cuda] AddNorm: x and o must be F32 views of one shape");
+    if (a.next_out.data) CheckSameShape(a.x, a.next_out, "[cuda] AddNorm: next_out differs from x");
+    G4_CHECK_MSG(a.x.cols > 0, "[cuda] AddNorm: shapes");
+    G4_CHECK_MSG(a.x.data != a.o.data && a.x.data != a.next_out.data && a.o.data != a.next_out.data,
+                 "[cuda] AddNorm: x, o and next_out may not alias");
+    if (a.x.rows == 0) return;
+    ProfileScope prof(profile_, stream_, "AddNorm");
+    cuda::AddNorm(a, stream_);
+  }
+  void HeadNormRope(const HeadNormRopeArgs& a) override {
+    const int64_t T = a.q.rows, D = a.head_dim;
+    const auto check = [&](const TensorView& x, int heads, const char* what) {
+      CheckF32(x, what);
+      G4_CHECK_MSG(x.rows == T && heads >= 0 && x.cols == heads * D && x.contiguous(), what);
+    };
+    G4_CHECK_MSG(D > 0 && D % 2 == 0, "[cuda] HeadNormRope: head_dim must be even");
+    check(a.q, a.q_heads, "[cuda] HeadNormRope: q is not a contiguous F32 [T, q_heads * head_dim]");
+    if (a.k.data) check(a.k, a.kv_heads, "[cuda] HeadNormRope: k is not a contiguous F32 [T, kv_heads * head_dim]");
+    if (a.v.data) check(a.v, a.kv_heads, "[cuda] HeadNormRope: v is not a contiguous F32 [T, kv_heads * head_dim]");
+    if (T == 0) return;
+    ProfileScope prof(profile_, stream_, "HeadNormRope");
+    cuda::HeadNormRope(a, stream_);
   }
   void Scale(const TensorView& x, float s) override {
     CheckF32(x, "[cuda] Scale: x must be F32");

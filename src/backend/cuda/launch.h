@@ -30,6 +30,14 @@ class Scratch {
 // matmul.cu: y = x W^T (ops.h MatMul): affine weights in the integer scheme of
 // affine_int8.cuh, dense ones in the canonical order of matmul_core.cuh.
 void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scratch& scratch, cudaStream_t stream);
+// ops.h MatMuls: affine weights of one format share one quantization of x
+// and one launch; anything else is MatMul per product.
+void MatMuls(const TensorView& x, std::span<const WeightMatrix* const> ws, std::span<const TensorView> ys,
+             Scratch& scratch, cudaStream_t stream);
+// ops.h GatedMatMul: affine weights quantize gelu_tanh(g) * u as they
+// read it (g untouched); anything else is GeluMul into g, then MatMul.
+void GatedMatMul(const TensorView& g, const TensorView& u, const WeightMatrix& w, const TensorView& y,
+                 Scratch& scratch, cudaStream_t stream);
 // Whether the kernels take this weight format (dense F32/BF16/F16 or affine
 // 2/3/4/5/6/8-bit, groups of 32/64/128, BF16/F16/F32 scales).
 bool SupportedWeight(const WeightMatrix& w);
@@ -39,8 +47,11 @@ void Embed(const WeightMatrix& table, const int32_t* ids, float scale, const Ten
 
 // norm.cu / rope.cu
 void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorView& y, cudaStream_t stream);
+void AddNorm(const AddNormArgs& args, cudaStream_t stream);
 void Rope(const TensorView& x, int heads, int head_dim, const int32_t* positions, const float* inv_freq,
           cudaStream_t stream);
+// head_norm_rope.cu
+void HeadNormRope(const HeadNormRopeArgs& args, cudaStream_t stream);
 
 // elementwise.cu: F32 views of one shape, any strides.
 void GeluMul(const TensorView& g, const TensorView& u, const TensorView& out, cudaStream_t stream);

@@ -376,22 +376,42 @@ void MatMulDense(const DevWeight& w, const TensorView& x, const TensorView& y, c
   }
 }
 
-void MatMulAffine(const WeightMatrix& wm, const DevWeight& w, const TensorView& x, const TensorView& y,
-                  Scratch& scratch, cudaStream_t stream) {
-  const int64_t M = x.rows, K = w.cols;
-  const int64_t ldx = M > 1 ? x.stride : x.cols, ldy = M > 1 ? y.stride : y.cols;
-  const QRows qr = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(M, K, w.group)), M, K, w.group);
+// Products of x with affine matrices of one bit width, group size and
+// column count, ys[i] = x ws[i]^T, or with u (gated) (gelu_tanh(x) * u)
+// ws[i]^T: x quantized once, then one launch: the one-row kernel for one
+// row, else the tiled kernel.
+void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, const TensorView* u,
+                  std::span<const TensorView> ys, Scratch& scratch, cudaStream_t stream) {
+  const WeightMatrix& w0 = *ws[0];
+  const int64_t M = x.rows, K = w0.cols;
+  const int64_t ldx = M > 1 ? x.stride : x.cols;
+  const float* up = u ? u->f32() : nullptr;
+  const int64_t ldu = u ? (M > 1 ? u->stride : u->cols) : 0;
+  AffineOut outs[kMaxAffineOuts];
+  int64_t weights = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    outs[i].w = MakeDevWeight(*ws[i]);
+    outs[i].y = ys[i].f32();
+    outs[i].ldy = M > 1 ? ys[i].stride : ys[i].cols;
+    weights += ws[i]->rows * ws[i]->cols;
+  }
+  const QRows qr = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(M, K, w0.group_size)), M, K, w0.group_size);
   {
     SubProfile sp(stream, "matmul quantize rows");
-    QuantizeRows(x.f32(), ldx, nullptr, 1, M, K, w.group, wm.bits, qr, stream);
+    QuantizeRows(x.f32(), ldx, up, ldu, nullptr, 1, M, K, w0.group_size, w0.bits, qr, stream);
   }
-  const int mt = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
+  const std::span<const AffineOut> products(outs, ws.size());
+  if (M == 1) {
+    SubProfile sp(stream, weights >= (int64_t{1} << 24) ? "matmul int8 row (>=16M weights)" : "matmul int8 row (small)");
+    return AffineInt8RowMatMul(products, w0.bits, qr, stream);
+  }
   TileSource src;
   src.M = M;
-  SubProfile sp(stream, M > 64 ? "matmul int8 (>64 rows)" : w.rows * w.cols >= (int64_t{1} << 24)
+  const int mt = M == 2 ? 2 : M <= 4 ? 4 : 8;
+  SubProfile sp(stream, M > 64 ? "matmul int8 (>64 rows)" : weights >= (int64_t{1} << 24)
                                                                  ? "matmul int8 (>=16M weights)"
                                                                  : "matmul int8 (small)");
-  AffineInt8MatMul(w, wm.bits, qr, src, mt, (M + mt - 1) / mt, y.f32(), ldy, stream);
+  AffineInt8MatMul(products, w0.bits, qr, src, mt, (M + mt - 1) / mt, stream);
 }
 
 }  // namespace
@@ -402,8 +422,38 @@ void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scr
     case kWF32: return MatMulDense<kWF32>(d, x, y, stream);
     case kWBF16: return MatMulDense<kWBF16>(d, x, y, stream);
     case kWF16: return MatMulDense<kWF16>(d, x, y, stream);
-    default: return MatMulAffine(w, d, x, y, scratch, stream);
+    default: {
+      const WeightMatrix* one = &w;
+      return MatMulAffine(std::span<const WeightMatrix* const>(&one, 1), x, nullptr,
+                          std::span<const TensorView>(&y, 1), scratch, stream);
+    }
   }
+}
+
+void MatMuls(const TensorView& x, std::span<const WeightMatrix* const> ws, std::span<const TensorView> ys,
+             Scratch& scratch, cudaStream_t stream) {
+  const WeightMatrix& w0 = *ws[0];
+  bool together = w0.is_affine() && ws.size() <= static_cast<size_t>(kMaxAffineOuts);
+  for (const WeightMatrix* w : ws)
+    together = together && w->is_affine() && w->bits == w0.bits && w->group_size == w0.group_size &&
+               w->cols == w0.cols && w->rows > 0;
+  if (!together) {
+    for (size_t i = 0; i < ws.size(); ++i)
+      if (ws[i]->rows > 0) MatMul(x, *ws[i], ys[i], scratch, stream);
+    return;
+  }
+  MatMulAffine(ws, x, nullptr, ys, scratch, stream);
+}
+
+void GatedMatMul(const TensorView& g, const TensorView& u, const WeightMatrix& w, const TensorView& y,
+                 Scratch& scratch, cudaStream_t stream) {
+  if (!w.is_affine()) {
+    GeluMul(g, u, g, stream);
+    return MatMul(g, w, y, scratch, stream);
+  }
+  const WeightMatrix* one = &w;
+  MatMulAffine(std::span<const WeightMatrix* const>(&one, 1), g, &u, std::span<const TensorView>(&y, 1), scratch,
+               stream);
 }
 
 }  // namespace g4::cuda

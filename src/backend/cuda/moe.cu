@@ -227,32 +227,59 @@ void LaunchMoeGemv(int mt, const DevWeight& w, const ExpertPtrs* table, int expe
   G4_CUDA_LAUNCHED();
 }
 
-// out[slot] = x[src_rows[slot] / per_entry] (x[slot] without src_rows)
-// times expert matrix `which` of the slot's tile; `perm`: P permuted rows
-// of scratch for dense weights.
-void ExpertMatMul(const WeightMatrix& w0, const ExpertPtrs* table, int experts, const Plan& p, int mt,
-                  int max_tiles, const float* x, int64_t ldx, const int32_t* src_rows, int per_entry, int64_t P,
-                  float* perm, float* out, int64_t ldo, Scratch& scratch, cudaStream_t stream) {
-  const DevWeight w = MakeDevWeight(w0);
+// An expert matrix's inputs, prepared once: quantized rows (affine
+// weights) or permuted rows (dense), so gate and up share them when their
+// formats agree.
+struct ExpertInputs {
+  bool affine = false;
+  int bits = 0, group = 0;
+  QRows qr;              // affine
+  float* perm = nullptr;  // dense: P permuted rows
+};
+
+// The inputs x[src_rows[slot] / per_entry] (x[slot] without src_rows) as
+// matrix w0 needs them; `prev`, when it already holds them in that form,
+// is returned as is.
+ExpertInputs PrepareInputs(const WeightMatrix& w0, const ExpertInputs* prev, const float* x, int64_t ldx,
+                           const int32_t* src_rows, int per_entry, int64_t P, float* perm, Scratch& scratch,
+                           cudaStream_t stream) {
   const int64_t K = w0.cols;
-  if (w0.is_affine()) {
-    const QRows qr = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(P, K, w.group)), P, K, w.group);
-    QuantizeRows(x, ldx, src_rows, per_entry, P, K, w.group, w0.bits, qr, stream);
+  if (prev && prev->affine == w0.is_affine() &&
+      (!w0.is_affine() || (prev->bits == w0.bits && prev->group == w0.group_size)))
+    return *prev;
+  ExpertInputs in;
+  in.affine = w0.is_affine();
+  if (in.affine) {
+    in.bits = w0.bits;
+    in.group = w0.group_size;
+    in.qr = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(P, K, in.group)), P, K, in.group);
+    QuantizeRows(x, ldx, nullptr, 0, src_rows, per_entry, P, K, in.group, in.bits, in.qr, stream);
+  } else {
+    in.perm = perm;
+    PermuteRows(x, ldx, src_rows, per_entry, P, K, perm, stream);
+  }
+  return in;
+}
+
+// out[slot] = the slot's inputs times expert matrix w0 of the slot's tile.
+void ExpertMatMul(const WeightMatrix& w0, const ExpertInputs& in, const ExpertPtrs* table, int experts,
+                  const Plan& p, int mt, int max_tiles, float* out, int64_t ldo, cudaStream_t stream) {
+  const DevWeight w = MakeDevWeight(w0);
+  if (in.affine) {
     TileSource src;
     src.num_tiles = p.num_tiles;
     src.tile_expert = p.tile_expert;
     src.tile_start = p.tile_start;
     src.tile_count = p.tile_count;
     src.table = reinterpret_cast<const void* const*>(table);
-    AffineInt8MatMul(w, w0.bits, qr, src, mt, max_tiles, out, ldo, stream);
+    AffineInt8MatMul(w, w0.bits, in.qr, src, mt, max_tiles, out, ldo, stream);
     return;
   }
-  PermuteRows(x, ldx, src_rows, per_entry, P, K, perm, stream);
-  const int64_t stride = PermutedStride(K);
+  const int64_t stride = PermutedStride(w0.cols);
   switch (WeightFormat(w0)) {
-    case kWF32: return LaunchMoeGemv<kWF32>(mt, w, table, experts, p, max_tiles, perm, stride, out, ldo, stream);
-    case kWBF16: return LaunchMoeGemv<kWBF16>(mt, w, table, experts, p, max_tiles, perm, stride, out, ldo, stream);
-    default: return LaunchMoeGemv<kWF16>(mt, w, table, experts, p, max_tiles, perm, stride, out, ldo, stream);
+    case kWF32: return LaunchMoeGemv<kWF32>(mt, w, table, experts, p, max_tiles, in.perm, stride, out, ldo, stream);
+    case kWBF16: return LaunchMoeGemv<kWBF16>(mt, w, table, experts, p, max_tiles, in.perm, stride, out, ldo, stream);
+    default: return LaunchMoeGemv<kWF16>(mt, w, table, experts, p, max_tiles, in.perm, stride, out, ldo, stream);
   }
 }
 
@@ -323,7 +350,10 @@ void MoeExperts(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream) 
   const int64_t sx = PermutedStride(hidden), sh = PermutedStride(width);
   // Scratch: the plan, then float buffers.
   const size_t ints = Align((4 * (E + 1) + 2 * P + 3 * max_tiles + 1) * sizeof(int32_t));
-  const size_t fl_xp = Align(P * sx * 4), fl_g = Align(P * width * 4), fl_hp = Align(P * sh * 4),
+  // Permuted inputs only for dense matrices.
+  const bool dense_in = !a.gate[0].is_affine() || !a.up[0].is_affine();
+  const size_t fl_xp = dense_in ? Align(P * sx * 4) : 0, fl_g = Align(P * width * 4),
+               fl_hp = a.down[0].is_affine() ? 0 : Align(P * sh * 4),
                fl_y = Align(P * hidden * 4);
   char* base = static_cast<char*>(scratch.Get(Scratch::kMoe, ints + fl_xp + 2 * fl_g + fl_hp + fl_y));
   int32_t* ip = reinterpret_cast<int32_t*>(base);
@@ -351,12 +381,15 @@ void MoeExperts(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream) 
   const int tiles = static_cast<int>(max_tiles);
   const float* x = a.x.f32();
   const int64_t ldx = rows > 1 ? a.x.stride : a.x.cols;
-  ExpertMatMul(a.gate[0], table, E, plan, mt, tiles, x, ldx, plan.order, k, P, xp, g, width, scratch, stream);
-  ExpertMatMul(a.up[0], table + E, E, plan, mt, tiles, x, ldx, plan.order, k, P, xp, u, width, scratch, stream);
+  const ExpertInputs in_gate = PrepareInputs(a.gate[0], nullptr, x, ldx, plan.order, k, P, xp, scratch, stream);
+  ExpertMatMul(a.gate[0], in_gate, table, E, plan, mt, tiles, g, width, stream);
+  const ExpertInputs in_up = PrepareInputs(a.up[0], &in_gate, x, ldx, plan.order, k, P, xp, scratch, stream);
+  ExpertMatMul(a.up[0], in_up, table + E, E, plan, mt, tiles, u, width, stream);
   const int64_t n = P * width;
   GeluMulFlatKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(g, u, n);
   G4_CUDA_LAUNCHED();
-  ExpertMatMul(a.down[0], table + 2 * E, E, plan, mt, tiles, g, width, nullptr, 1, P, hp, y, hidden, scratch, stream);
+  const ExpertInputs in_down = PrepareInputs(a.down[0], nullptr, g, width, nullptr, 1, P, hp, scratch, stream);
+  ExpertMatMul(a.down[0], in_down, table + 2 * E, E, plan, mt, tiles, y, hidden, stream);
   const int64_t total = rows * hidden;
   CombineKernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
       a.ids.i32(), ldi, a.weights.f32(), rows > 1 ? a.weights.stride : a.weights.cols, k, plan.slot_of, y, hidden,

@@ -1,102 +1,123 @@
 // RMSNorm as HF Gemma 4 computes it in float32:
-//   y = (x * (mean(x^2) + eps)^-1/2) * weight.
+//   y = (x * (mean(x^2) + eps)^-1/2) * weight,
+// and AddNorm (ops.h), the residual update that ends a sub-block with the
+// next norm, in one launch.
 // Rows shorter than 1024: one warp per row: lane l sums the squares of
 // columns l, l + 32, ... in order, the warp butterfly adds the 32 partials.
-// Longer rows: one block per row (RmsNormWideKernel). Either way the order
-// depends only on the row length. The row is read completely before any y
-// is written, so y may alias x.
+// Longer rows: one block of 256 threads per row: thread t sums columns t,
+// t + 256, ... in order, each warp's butterfly, the 8 warp sums added in
+// warp order. Either way the order depends only on the row length, and
+// RmsNorm and AddNorm share it (RowSumSquares, RowTotal), so AddNorm's bits
+// are those of the separate ops.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/row_norm.cuh"
 
 namespace g4::cuda {
 namespace {
 
-constexpr int kRowsPerBlock = 8;
+constexpr int kRowsPerBlock = 8;  // narrow rows: one warp each
+constexpr int64_t kWideRow = 1024;
+constexpr int kWideThreads = 256;
 
-__global__ __launch_bounds__(kRowsPerBlock * 32) void RmsNormKernel(const float* __restrict__ x, int64_t ldx,
-                                                                     int64_t rows, int64_t d,
-                                                                     const float* __restrict__ weight, float eps,
-                                                                     float* y, int64_t ldy) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
-  if (r >= rows) return;
-  const int lane = threadIdx.x & 31;
+// The row a thread works on and its index among the row's N threads.
+template <int N>
+__device__ __forceinline__ int64_t RowOf() {
+  return N == 32 ? static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5) : blockIdx.x;
+}
+template <int N>
+__device__ __forceinline__ int ThreadOf() {
+  return N == 32 ? static_cast<int>(threadIdx.x & 31) : static_cast<int>(threadIdx.x);
+}
+
+// Every thread reads its columns before the barrier of RowTotal (a block)
+// or before its own writes (a warp: its lanes write only what they read),
+// so y may alias x.
+template <int N>
+__global__ __launch_bounds__(N == 32 ? kRowsPerBlock * 32 : N) void RmsNormKernel(
+    const float* __restrict__ x, int64_t ldx, int64_t rows, int64_t d, const float* __restrict__ weight, float eps,
+    float* y, int64_t ldy) {
+  __shared__ float partial[N / 32];
+  const int64_t r = RowOf<N>();
+  if (r >= rows) return;  // whole warps (narrow) or whole blocks (wide) leave together
+  const int t = ThreadOf<N>();
   const float* xr = x + r * ldx;
-  // The same sequential chain per lane, its loads issued 8 at a time (a
-  // decode row is one warp's work: latency, not bandwidth, bounds it).
-  float ss = 0.0f;
-  int64_t c = lane;
-  for (; c + 7 * 32 < d; c += 8 * 32) {
-    float v[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = xr[c + 32 * i];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) ss = __fmaf_rn(v[i], v[i], ss);
-  }
-  for (; c < d; c += 32) ss = __fmaf_rn(xr[c], xr[c], ss);
-  ss = WarpSum(ss);
-  const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
+  const float inv = InvRms(RowTotal<N>(RowSumSquares<N>(xr, d, t), partial), d, eps);
   float* yr = y + r * ldy;
 #pragma unroll 8
-  for (int64_t c = lane; c < d; c += 32) {
+  for (int64_t c = t; c < d; c += N) {
     const float v = xr[c] * inv;
     yr[c] = weight ? v * weight[c] : v;
   }
 }
 
-// Rows of at least kWideRow columns (the hidden state; a decode step has
-// one or a few): one block of kWideThreads per row. Thread t sums the
-// squares of columns t, t + kWideThreads, ... in order (its loads issued
-// together), each warp's butterfly adds its 32 partials, and the warps'
-// sums are added in warp order: an order fixed by the row length alone.
-constexpr int64_t kWideRow = 1024;
-constexpr int kWideThreads = 256;
-
-__global__ __launch_bounds__(kWideThreads) void RmsNormWideKernel(const float* __restrict__ x, int64_t ldx, int64_t d,
-                                                                  const float* __restrict__ weight, float eps,
-                                                                  float* y, int64_t ldy) {
-  __shared__ float partial[kWideThreads / 32];
-  const int64_t r = blockIdx.x;
-  const int t = threadIdx.x;
-  const float* xr = x + r * ldx;
+// AddNorm: o's norm, x updated column by column (each thread the columns
+// of its own chain, so the next norm's chain runs in the same loop), then
+// next_out from the updated x.
+template <int N>
+__global__ __launch_bounds__(N == 32 ? kRowsPerBlock * 32 : N) void AddNormKernel(
+    float* __restrict__ x, int64_t ldx, const float* __restrict__ o, int64_t ldo, int64_t rows, int64_t d,
+    const float* __restrict__ post_weight, float scale, bool scaled, float* __restrict__ next, int64_t ldn,
+    const float* __restrict__ next_weight, float eps) {
+  __shared__ float partial_o[N / 32], partial_x[N / 32];
+  const int64_t r = RowOf<N>();
+  if (r >= rows) return;
+  const int t = ThreadOf<N>();
+  const float* orow = o + r * ldo;
+  float* xrow = x + r * ldx;
+  const float inv_o = InvRms(RowTotal<N>(RowSumSquares<N>(orow, d, t), partial_o), d, eps);
   float ss = 0.0f;
-  int64_t c = t;
-  for (; c + 7 * kWideThreads < d; c += 8 * kWideThreads) {
-    float v[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = xr[c + kWideThreads * i];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) ss = __fmaf_rn(v[i], v[i], ss);
+#pragma unroll 4
+  for (int64_t c = t; c < d; c += N) {
+    float v = orow[c] * inv_o;
+    v = post_weight ? v * post_weight[c] : v;
+    float xn = xrow[c] + v;
+    if (scaled) xn = xn * scale;
+    xrow[c] = xn;
+    ss = __fmaf_rn(xn, xn, ss);
   }
-  for (; c < d; c += kWideThreads) ss = __fmaf_rn(xr[c], xr[c], ss);
-  ss = WarpSum(ss);
-  if ((t & 31) == 0) partial[t >> 5] = ss;
-  __syncthreads();  // also: every thread has read its columns before any y is written
-  float total = partial[0];
-#pragma unroll
-  for (int w = 1; w < kWideThreads / 32; ++w) total = total + partial[w];
-  const float inv = 1.0f / sqrtf(total / static_cast<float>(d) + eps);
-  float* yr = y + r * ldy;
+  if (next == nullptr) return;
+  const float inv = InvRms(RowTotal<N>(ss, partial_x), d, eps);
+  float* nrow = next + r * ldn;
 #pragma unroll 8
-  for (int64_t c2 = t; c2 < d; c2 += kWideThreads) {
-    const float v = xr[c2] * inv;
-    yr[c2] = weight ? v * weight[c2] : v;
+  for (int64_t c = t; c < d; c += N) {
+    const float v = xrow[c] * inv;
+    nrow[c] = next_weight ? v * next_weight[c] : v;
   }
 }
+
+int64_t Ld(const TensorView& v) { return v.rows > 1 ? v.stride : v.cols; }
 
 }  // namespace
 
 void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorView& y, cudaStream_t stream) {
-  const int64_t ldx = x.rows > 1 ? x.stride : x.cols, ldy = y.rows > 1 ? y.stride : y.cols;
   if (x.cols >= kWideRow) {
-    RmsNormWideKernel<<<static_cast<unsigned>(x.rows), kWideThreads, 0, stream>>>(x.f32(), ldx, x.cols, weight, eps,
-                                                                                    y.f32(), ldy);
-    G4_CUDA_LAUNCHED();
-    return;
+    RmsNormKernel<kWideThreads><<<static_cast<unsigned>(x.rows), kWideThreads, 0, stream>>>(
+        x.f32(), Ld(x), x.rows, x.cols, weight, eps, y.f32(), Ld(y));
+  } else {
+    const int64_t blocks = (x.rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    RmsNormKernel<32><<<static_cast<unsigned>(blocks), kRowsPerBlock * 32, 0, stream>>>(
+        x.f32(), Ld(x), x.rows, x.cols, weight, eps, y.f32(), Ld(y));
   }
-  const int64_t blocks = (x.rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  RmsNormKernel<<<static_cast<unsigned>(blocks), kRowsPerBlock * 32, 0, stream>>>(x.f32(), ldx, x.rows, x.cols,
-                                                                                   weight, eps, y.f32(), ldy);
+  G4_CUDA_LAUNCHED();
+}
+
+void AddNorm(const AddNormArgs& a, cudaStream_t stream) {
+  const int64_t rows = a.x.rows, d = a.x.cols;
+  float* next = a.next_out.data ? a.next_out.f32() : nullptr;
+  const int64_t ldn = a.next_out.data ? Ld(a.next_out) : 0;
+  const bool scaled = a.scale != 1.0f;
+  if (d >= kWideRow) {
+    AddNormKernel<kWideThreads><<<static_cast<unsigned>(rows), kWideThreads, 0, stream>>>(
+        a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), rows, d, a.post_weight, a.scale, scaled, next, ldn, a.next_weight,
+        a.eps);
+  } else {
+    const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    AddNormKernel<32><<<static_cast<unsigned>(blocks), kRowsPerBlock * 32, 0, stream>>>(
+        a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), rows, d, a.post_weight, a.scale, scaled, next, ldn, a.next_weight,
+        a.eps);
+  }
   G4_CUDA_LAUNCHED();
 }
 

@@ -1,10 +1,8 @@
-// Rotate-half RoPE, numerically as HF computes it: the angle is the float32
-// product float(pos) * inv_freq[i], then float32 cos and sin of that angle
-// (CUDA's accurate sincosf, not the fast intrinsics). One thread per
-// (row, head, pair); a zero frequency gives cos 1, sin 0: exact
-// pass-through.
+// Rotate-half RoPE (rope.cuh's arithmetic): one thread per (row, head,
+// pair).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/rope.cuh"
 
 namespace g4::cuda {
 namespace {
@@ -17,14 +15,12 @@ __global__ void RopeKernel(float* x, int64_t ldx, int64_t rows, int heads, int h
   if (idx >= rows * per_row) return;
   const int64_t t = idx / per_row, rest = idx % per_row;
   const int h = static_cast<int>(rest / half), i = static_cast<int>(rest % half);
-  const float angle = static_cast<float>(positions[t]) * inv_freq[i];
-  float s, c;
-  sincosf(angle, &s, &c);
   float* x1 = x + t * ldx + static_cast<int64_t>(h) * head_dim + i;
   float* x2 = x1 + half;
-  const float a = *x1, b = *x2;
-  *x1 = a * c - b * s;
-  *x2 = b * c + a * s;
+  float a = *x1, b = *x2;
+  RotatePair(a, b, positions[t], inv_freq[i]);
+  *x1 = a;
+  *x2 = b;
 }
 
 }  // namespace

@@ -1,0 +1,157 @@
+// Device pieces of the integer scheme (affine_int8.cuh) shared by its
+// kernels (affine_int8.cu: quantization and the tiled kernel;
+// affine_int8_row.cu: the one-row kernel), so that every path computes the
+// same bits. Internal to backend/cuda.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "backend/cuda/affine_int8.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_common.cuh"
+
+namespace g4::cuda {
+
+// Where quantized column c of a row goes (affine_int8.cuh).
+__device__ __forceinline__ int64_t QPos(int bits, int64_t c) {
+  if (bits == 4) {
+    const int o = static_cast<int>(c & 7);
+    return c - o + ((o & 1) ? 4 + (o >> 1) : (o >> 1));
+  }
+  if (bits == 2) {
+    const int o = static_cast<int>(c & 15);
+    return c - o + (o & 3) * 4 + (o >> 2);
+  }
+  return c;
+}
+
+// x86 cvtps2dq in round-to-nearest-even: NaN and out-of-range give INT_MIN.
+__device__ __forceinline__ int CvtLikeX86(float v) {
+  return fabsf(v) < 2147483648.0f ? __float2int_rn(v) : static_cast<int>(0x80000000u);
+}
+
+// Group g of one input row (its `group` floats at xg; gated: gelu_tanh(xg)
+// * ug, elementwise GeluMul's bits), by one warp: lane l takes elements l,
+// l + 32, ...; codes to qrow (QPos order), d and xs to *d_out and *xs_out.
+// Both QuantizeKernel and the one-row MatMul's fused path call this, so
+// their bits agree.
+__device__ __forceinline__ void QuantizeGroup(const float* xg, const float* ug, int group, int bits, int64_t g,
+                                              int lane, int8_t* qrow, float* d_out, float* xs_out) {
+  const int per = group / 32;  // 1, 2 or 4
+  float v[4];
+  uint32_t amax = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[j] = j >= per ? 0.0f : ug ? GeluTanh(xg[j * 32 + lane]) * ug[j * 32 + lane] : xg[j * 32 + lane];
+    amax = max(amax, __float_as_uint(v[j]) & 0x7fffffffu);
+  }
+  amax = __reduce_max_sync(0xffffffffu, amax);
+  const float a = __uint_as_float(amax);
+  const bool finite = amax < 0x7f800000u;
+  const float d = finite ? __fdiv_rn(a, 127.0f) : __uint_as_float(0x7fc00000u);
+  const float inv = finite && amax != 0 ? __fdiv_rn(127.0f, a) : 0.0f;
+  int sum = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if (j >= per) break;
+    const int qi = min(127, max(-127, CvtLikeX86(__fmul_rn(v[j], inv))));
+    sum += qi;
+    qrow[QPos(bits, g * group + j * 32 + lane)] = static_cast<int8_t>(qi);
+  }
+  sum = __reduce_add_sync(0xffffffffu, sum);
+  if (lane == 0) {
+    *d_out = d;
+    *xs_out = __fmul_rn(__int2float_rn(sum), d);
+  }
+}
+
+// acc + the four products of u8 codes (a) and s8 inputs (b).
+__device__ __forceinline__ int Dp4a(uint32_t a, uint32_t b, int acc) {
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(acc));
+  return d;
+}
+
+// 32 columns' codes (B words) as 8 words of 4 u8 codes each, in QPos order.
+template <int B>
+__device__ __forceinline__ void Unpack(const uint32_t (&wd)[B], uint32_t (&quad)[8]) {
+  if constexpr (B == 4) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      quad[2 * j] = wd[j] & 0x0f0f0f0fu;
+      quad[2 * j + 1] = (wd[j] >> 4) & 0x0f0f0f0fu;
+    }
+  } else if constexpr (B == 8) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) quad[j] = wd[j];
+  } else if constexpr (B == 2) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int s = 0; s < 4; ++s) quad[4 * j + s] = (wd[j] >> (2 * s)) & 0x03030303u;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      uint32_t word = 0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int bit = (4 * j + i) * B, wi = bit >> 5, sh = bit & 31;
+        uint32_t c = wd[wi] >> sh;
+        if (sh + B > 32) c |= wd[wi + 1] << (32 - sh);
+        word |= (c & ((1u << B) - 1)) << (8 * i);
+      }
+      quad[j] = word;
+    }
+  }
+}
+
+// Up to kMaxAffineOuts products in one launch: unit b (a block column of
+// the tiled kernel, a weight row of the one-row kernel) belongs to product
+// i when first_block[i] <= b < first_block[i + 1].
+struct OutSet {
+  AffineOut out[kMaxAffineOuts];
+  int32_t first_block[kMaxAffineOuts + 1] = {};
+  int n = 0;
+
+  // Unit b's product (and its index): constant indices only, so the set
+  // stays in the parameter bank.
+  __device__ __forceinline__ AffineOut Of(unsigned b, int& which) const {
+    which = 0;
+#pragma unroll
+    for (int i = 1; i < kMaxAffineOuts; ++i)
+      if (i < n && static_cast<int32_t>(b) >= first_block[i]) which = i;
+    AffineOut o = out[0];
+#pragma unroll
+    for (int i = 1; i < kMaxAffineOuts; ++i)
+      if (which == i) o = out[i];
+    return o;
+  }
+};
+
+// Programmatic dependent launch (sm_90): a kernel launched with
+// LaunchDependent may start once every block of its predecessor in the
+// stream has exited or called AllowDependents; it must WaitForPredecessor
+// (the predecessor complete, its writes visible) before it reads what came
+// before or writes anything. A no-op when the kernel was launched plainly.
+__device__ __forceinline__ void WaitForPredecessor() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// Lets the next kernel (if launched with LaunchDependent) start now.
+__device__ __forceinline__ void AllowDependents() { asm volatile("griddepcontrol.launch_dependents;"); }
+
+template <typename... Params, typename... Args>
+void LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  G4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace g4::cuda

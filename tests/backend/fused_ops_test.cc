@@ -1,0 +1,244 @@
+// The fused ops against the separate ops they stand for, bitwise on the same
+// backend: MatMuls (several products of one input) against MatMul per
+// product, AddNorm against RmsNorm, Add, Scale and RmsNorm, HeadNormRope
+// against per-head RmsNorm and Rope, GatedMatMul against GeluMul then
+// MatMul.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "backend_test_util.h"
+
+namespace g4 {
+namespace {
+
+using testing::DeviceTensor;
+
+class FusedOpsTest : public testing::BackendTest {};
+
+// MatMuls over `tws` against MatMul per product, with m input rows.
+void CheckMatMuls(Backend& backend, const std::vector<const testing::TestWeights*>& tws, int64_t m, uint32_t seed,
+                  int64_t x_pad) {
+  const int64_t k = tws[0]->w.cols;
+  const std::vector<float> x = testing::RandomFloats(m * k, seed, -2.0f, 2.0f);
+  DeviceTensor dx = testing::UploadF32(backend, x, m, k, k + x_pad);
+  std::vector<testing::DeviceWeights> dws;
+  std::vector<DeviceTensor> fused, apart;
+  for (const testing::TestWeights* tw : tws) {
+    dws.push_back(testing::UploadWeights(backend, *tw));
+    fused.push_back(testing::AllocTensor(backend, DType::kF32, m, tw->w.rows, tw->w.rows + 3));
+    apart.push_back(testing::AllocTensor(backend, DType::kF32, m, tw->w.rows));
+  }
+  std::vector<const WeightMatrix*> ws;
+  std::vector<TensorView> ys;
+  for (size_t i = 0; i < tws.size(); ++i) {
+    ws.push_back(&dws[i].w);
+    ys.push_back(fused[i].view);
+  }
+  backend.ops().MatMuls(dx.view, ws, ys);
+  for (size_t i = 0; i < tws.size(); ++i) backend.ops().MatMul(dx.view, dws[i].w, apart[i].view);
+  for (size_t i = 0; i < tws.size(); ++i) {
+    const int64_t n = tws[i]->w.rows;
+    EXPECT_TRUE(testing::BitwiseEqual(testing::DownloadF32(backend, apart[i].view),
+                                      testing::DownloadF32(backend, fused[i].view), n))
+        << "product " << i << " of " << tws.size() << ": " << tws[i]->w.Describe() << " m=" << m;
+    EXPECT_TRUE(testing::GuardsIntact(backend, fused[i]));
+  }
+}
+
+TEST_P(FusedOpsTest, MatMulsEqualMatMulPerProduct) {
+  uint32_t seed = 900;
+  // q/k/v-like: one format, different row counts (one launch on CUDA).
+  const testing::TestWeights q = testing::MakeAffine(96, 512, 4, 64, DType::kBF16, ++seed);
+  const testing::TestWeights k = testing::MakeAffine(33, 512, 4, 64, DType::kBF16, ++seed);
+  const testing::TestWeights v = testing::MakeAffine(40, 512, 4, 64, DType::kF16, ++seed);
+  const testing::TestWeights w4 = testing::MakeAffine(7, 512, 4, 64, DType::kF32, ++seed);
+  // Formats that cannot share a launch: another bit width, another group, dense.
+  const testing::TestWeights b8 = testing::MakeAffine(50, 512, 8, 64, DType::kBF16, ++seed);
+  const testing::TestWeights g32 = testing::MakeAffine(20, 512, 4, 32, DType::kBF16, ++seed);
+  const testing::TestWeights dense = testing::MakeDense(30, 512, DType::kBF16, ++seed);
+  for (int64_t m : {1, 2, 5, 9, 70}) {
+    CheckMatMuls(backend(), {&q, &k, &v}, m, ++seed, 0);
+    CheckMatMuls(backend(), {&q, &k, &v, &w4}, m, ++seed, 5);
+    CheckMatMuls(backend(), {&q, &b8}, m, ++seed, 0);
+    CheckMatMuls(backend(), {&g32, &q, &dense}, m, ++seed, 0);
+    CheckMatMuls(backend(), {&v}, m, ++seed, 0);
+  }
+  // Every bit width sharing a launch with itself, one input row.
+  for (int bits : {2, 3, 5, 6, 8}) {
+    const testing::TestWeights a = testing::MakeAffine(65, 384, bits, 128, DType::kBF16, ++seed);
+    const testing::TestWeights b = testing::MakeAffine(31, 384, bits, 128, DType::kF16, ++seed);
+    CheckMatMuls(backend(), {&a, &b}, 1, ++seed, 0);
+    CheckMatMuls(backend(), {&a, &b}, 3, ++seed, 0);
+  }
+  // A row too long for the one-row kernel to quantize in shared memory.
+  const testing::TestWeights long_a = testing::MakeAffine(9, 33792, 4, 64, DType::kBF16, ++seed);
+  const testing::TestWeights long_b = testing::MakeAffine(40, 33792, 4, 64, DType::kBF16, ++seed);
+  CheckMatMuls(backend(), {&long_a, &long_b}, 1, ++seed, 0);
+}
+
+// AddNorm against the separate ops, on x, o and next_out with their own
+// strides.
+void CheckAddNorm(Backend& backend, int64_t rows, int64_t d, bool post_w, float scale, bool next, bool next_w,
+                  uint32_t seed) {
+  const std::vector<float> x = testing::RandomFloats(rows * d, seed, -3.0f, 3.0f);
+  const std::vector<float> o = testing::RandomFloats(rows * d, seed + 1, -5.0f, 5.0f);
+  const DeviceBuffer w1 = testing::UploadArray(backend, testing::RandomFloats(d, seed + 2, -2.0f, 2.0f));
+  const DeviceBuffer w2 = testing::UploadArray(backend, testing::RandomFloats(d, seed + 3, -2.0f, 2.0f));
+  const float eps = 1e-6f;
+  // Apart.
+  DeviceTensor ax = testing::UploadF32(backend, x, rows, d);
+  DeviceTensor ao = testing::UploadF32(backend, o, rows, d);
+  DeviceTensor an = testing::AllocTensor(backend, DType::kF32, rows, d);
+  Ops& ops = backend.ops();
+  ops.RmsNorm(ao.view, post_w ? w1.as<float>() : nullptr, eps, ao.view);
+  ops.Add(ax.view, ao.view, ax.view);
+  ops.Scale(ax.view, scale);
+  if (next) ops.RmsNorm(ax.view, next_w ? w2.as<float>() : nullptr, eps, an.view);
+  // Fused.
+  DeviceTensor fx = testing::UploadF32(backend, x, rows, d, d + 3);
+  DeviceTensor fo = testing::UploadF32(backend, o, rows, d, d + 1);
+  DeviceTensor fn = testing::AllocTensor(backend, DType::kF32, rows, d, d + 6);
+  AddNormArgs args;
+  args.x = fx.view;
+  args.o = fo.view;
+  args.post_weight = post_w ? w1.as<float>() : nullptr;
+  args.scale = scale;
+  if (next) args.next_out = fn.view;
+  args.next_weight = next_w ? w2.as<float>() : nullptr;
+  args.eps = eps;
+  ops.AddNorm(args);
+  const std::string what = "rows " + std::to_string(rows) + " d " + std::to_string(d) + " post_w " +
+                           std::to_string(post_w) + " scale " + std::to_string(scale) + " next " +
+                           std::to_string(next) + " next_w " + std::to_string(next_w);
+  EXPECT_TRUE(testing::BitwiseEqual(testing::DownloadF32(backend, ax.view), testing::DownloadF32(backend, fx.view), d))
+      << "x: " << what;
+  if (next) {
+    EXPECT_TRUE(
+        testing::BitwiseEqual(testing::DownloadF32(backend, an.view), testing::DownloadF32(backend, fn.view), d))
+        << "next_out: " << what;
+    EXPECT_TRUE(testing::GuardsIntact(backend, fn));
+  }
+  EXPECT_TRUE(testing::GuardsIntact(backend, fx));
+}
+
+TEST_P(FusedOpsTest, AddNormEqualsTheSeparateOps) {
+  uint32_t seed = 1300;
+  for (int64_t rows : {1, 3, 17})
+    for (int64_t d : {1, 64, 1000, 1024, 2560, 2565})  // both sides of the one-block-per-row width on CUDA
+      for (bool post_w : {false, true})
+        for (float scale : {1.0f, 0.37f})
+          for (bool next : {false, true}) CheckAddNorm(backend(), rows, d, post_w, scale, next, !post_w, seed += 4);
+}
+
+// GatedMatMul against GeluMul then MatMul, u with its own stride.
+void CheckGatedMatMul(Backend& backend, const testing::TestWeights& tw, int64_t m, uint32_t seed) {
+  const int64_t k = tw.w.cols, n = tw.w.rows;
+  const std::vector<float> g = testing::RandomFloats(m * k, seed, -3.0f, 3.0f);
+  const std::vector<float> u = testing::RandomFloats(m * k, seed + 1, -2.0f, 2.0f);
+  const testing::DeviceWeights dw = testing::UploadWeights(backend, tw);
+  DeviceTensor ag = testing::UploadF32(backend, g, m, k);
+  DeviceTensor au = testing::UploadF32(backend, u, m, k, k + 7);
+  DeviceTensor ay = testing::AllocTensor(backend, DType::kF32, m, n);
+  backend.ops().GeluMul(ag.view, au.view, ag.view);
+  backend.ops().MatMul(ag.view, dw.w, ay.view);
+  DeviceTensor fg = testing::UploadF32(backend, g, m, k);
+  DeviceTensor fy = testing::AllocTensor(backend, DType::kF32, m, n, n + 2);
+  backend.ops().GatedMatMul(fg.view, au.view, dw.w, fy.view);
+  EXPECT_TRUE(testing::BitwiseEqual(testing::DownloadF32(backend, ay.view), testing::DownloadF32(backend, fy.view), n))
+      << tw.w.Describe() << " m=" << m;
+  EXPECT_TRUE(testing::GuardsIntact(backend, fy));
+}
+
+TEST_P(FusedOpsTest, GatedMatMulEqualsGeluMulThenMatMul) {
+  uint32_t seed = 2100;
+  for (int bits : {2, 3, 4, 5, 6, 8})
+    for (int group : {32, 64, 128}) {
+      const testing::TestWeights w = testing::MakeAffine(45, 768, bits, group, DType::kBF16, ++seed);
+      for (int64_t m : {1, 3, 9}) CheckGatedMatMul(backend(), w, m, seed += 2);
+    }
+  const testing::TestWeights dense = testing::MakeDense(37, 300, DType::kBF16, ++seed);
+  for (int64_t m : {1, 4, 70}) CheckGatedMatMul(backend(), dense, m, seed += 2);
+  // A row too long for the one-row kernel to quantize in shared memory.
+  const testing::TestWeights long_w = testing::MakeAffine(9, 33792, 4, 64, DType::kBF16, ++seed);
+  CheckGatedMatMul(backend(), long_w, 1, ++seed);
+}
+
+// HeadNormRope on q, k and v against the separate ops.
+void CheckHeadNormRope(Backend& backend, int64_t T, int D, int qh, int kvh, bool with_k, bool with_v,
+                       uint32_t seed) {
+  const std::vector<float> q = testing::RandomFloats(T * qh * D, seed, -4.0f, 4.0f);
+  const std::vector<float> k = testing::RandomFloats(T * kvh * D, seed + 1, -4.0f, 4.0f);
+  const std::vector<float> v = testing::RandomFloats(T * kvh * D, seed + 2, -4.0f, 4.0f);
+  const DeviceBuffer qw = testing::UploadArray(backend, testing::RandomFloats(D, seed + 3, -2.0f, 2.0f));
+  const DeviceBuffer kw = testing::UploadArray(backend, testing::RandomFloats(D, seed + 4, -2.0f, 2.0f));
+  std::vector<float> freq = testing::RandomFloats(D / 2, seed + 5, 0.0f, 1.0f);
+  for (size_t i = freq.size() * 3 / 4; i < freq.size(); ++i) freq[i] = 0.0f;  // partial rotary: pass-through pairs
+  const DeviceBuffer inv_freq = testing::UploadArray(backend, freq);
+  std::vector<int32_t> pos(T);
+  for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>((t * 7919 + seed) % 40000);
+  const DeviceBuffer positions = testing::UploadArray(backend, pos);
+  const float eps = 1e-6f;
+  Ops& ops = backend.ops();
+  // Apart.
+  DeviceTensor aq = testing::UploadF32(backend, q, T, qh * D);
+  DeviceTensor ak = testing::UploadF32(backend, k, T, kvh * D);
+  DeviceTensor av = testing::UploadF32(backend, v, T, kvh * D);
+  const auto norm = [&](const TensorView& x, int heads, const float* w) {
+    ops.RmsNorm(x.Reshape(T * heads, D), w, eps, x.Reshape(T * heads, D));
+  };
+  norm(aq.view, qh, qw.as<float>());
+  ops.Rope(aq.view, qh, D, positions.as<int32_t>(), inv_freq.as<float>());
+  if (with_k) {
+    norm(ak.view, kvh, kw.as<float>());
+    ops.Rope(ak.view, kvh, D, positions.as<int32_t>(), inv_freq.as<float>());
+  }
+  if (with_v) norm(av.view, kvh, nullptr);
+  // Fused.
+  DeviceTensor fq = testing::UploadF32(backend, q, T, qh * D);
+  DeviceTensor fk = testing::UploadF32(backend, k, T, kvh * D);
+  DeviceTensor fv = testing::UploadF32(backend, v, T, kvh * D);
+  HeadNormRopeArgs args;
+  args.q = fq.view;
+  args.q_heads = qh;
+  args.q_weight = qw.as<float>();
+  if (with_k) args.k = fk.view;
+  if (with_v) args.v = fv.view;
+  args.kv_heads = kvh;
+  args.k_weight = kw.as<float>();
+  args.head_dim = D;
+  args.positions = positions.as<int32_t>();
+  args.inv_freq = inv_freq.as<float>();
+  args.eps = eps;
+  ops.HeadNormRope(args);
+  const std::string what = "T " + std::to_string(T) + " D " + std::to_string(D) + " heads " + std::to_string(qh) +
+                           "/" + std::to_string(kvh) + " k " + std::to_string(with_k) + " v " + std::to_string(with_v);
+  EXPECT_TRUE(testing::BitwiseEqual(testing::DownloadF32(backend, aq.view), testing::DownloadF32(backend, fq.view),
+                                    qh * D))
+      << "q: " << what;
+  // k and v: normalized where asked, untouched otherwise (both sides).
+  EXPECT_TRUE(testing::BitwiseEqual(testing::DownloadF32(backend, ak.view), testing::DownloadF32(backend, fk.view),
+                                    kvh * D))
+      << "k: " << what;
+  EXPECT_TRUE(testing::BitwiseEqual(testing::DownloadF32(backend, av.view), testing::DownloadF32(backend, fv.view),
+                                    kvh * D))
+      << "v: " << what;
+  EXPECT_TRUE(testing::GuardsIntact(backend, fq));
+  EXPECT_TRUE(testing::GuardsIntact(backend, fk));
+  EXPECT_TRUE(testing::GuardsIntact(backend, fv));
+}
+
+TEST_P(FusedOpsTest, HeadNormRopeEqualsTheSeparateOps) {
+  uint32_t seed = 1700;
+  for (int D : {32, 64, 128, 256, 512, 48})  // 48: no fused kernel on CUDA
+    for (int64_t T : {1, 3, 20}) {
+      CheckHeadNormRope(backend(), T, D, 8, 2, true, true, seed += 8);
+      CheckHeadNormRope(backend(), T, D, 4, 1, true, false, seed += 8);
+      CheckHeadNormRope(backend(), T, D, 2, 2, false, false, seed += 8);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, FusedOpsTest, testing::BackendValues(), testing::BackendParamName);
+
+}  // namespace
+}  // namespace g4
