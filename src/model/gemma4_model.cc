@@ -71,11 +71,14 @@ Status Gemma4Model::Forward(const StepBatch& step, KvPool& pool, Activations& ac
   Ops& ops = backend_->ops();
   ops.Embed(weights_->embed_tokens, act.token_ids, embed_scale_, sv.x);
   if (config_.has_ple()) ComputePle(sv, act);
+  // Each residual update also computes the next norm (Ops::AddNorm): the
+  // attention block's gives the feed-forward input, a layer's last one the
+  // next layer's attention input; only layer 0's input norm stands alone.
+  ops.RmsNorm(sv.x, weights_->layers[0].input_layernorm, static_cast<float>(config_.rms_norm_eps), sv.a);
   for (int l = 0; l < config_.num_hidden_layers; ++l) {
     AttentionBlock(l, sv, pool, act);
     FeedForwardBlock(l, sv, act);
     if (config_.has_ple()) PleBlock(l, sv, act);
-    ops.Scale(sv.x, weights_->layers[l].layer_scalar);
   }
   if (sv.R > 0) Head(sv, step.compute_logits, act);
   if (capturing) backend_->EndCapture();
@@ -203,26 +206,38 @@ void Gemma4Model::AttentionBlock(int l, const StepViews& sv, const KvPool& pool,
   const PagedKv kv = pool.LayerKv(l, sv.tables[static_cast<int>(group)]);
   const int64_t nKV = kv.store[0].format.num_kv_heads;
 
-  ops.RmsNorm(sv.x, lw.input_layernorm, eps, sv.a);
+  // sv.a holds RmsNorm(x, input_layernorm): the previous AddNorm's.
   const TensorView q = Activations::Flat(act.q, T, nH * D);
-  ops.MatMul(sv.a, lw.q_proj, q);
-  ops.RmsNorm(q.Reshape(T * nH, D), lw.q_norm, eps, q.Reshape(T * nH, D));
-  ops.Rope(q, static_cast<int>(nH), static_cast<int>(D), act.positions, inv_freq);
-
-  if (!g.kv_shared) {  // a shared layer reads its donor's K/V, written earlier in this step
-    const TensorView k = Activations::Flat(act.k, T, nKV * D);
-    const TensorView v = Activations::Flat(act.v, T, nKV * D);
-    ops.MatMul(sv.a, lw.k_proj, k);
-    if (g.k_eq_v) {
-      ops.Copy(k, v);  // V reads the raw K projection
-    } else {
-      ops.MatMul(sv.a, lw.v_proj, v);
-    }
-    ops.RmsNorm(k.Reshape(T * nKV, D), lw.k_norm, eps, k.Reshape(T * nKV, D));
-    ops.Rope(k, static_cast<int>(nKV), static_cast<int>(D), act.positions, inv_freq);
-    ops.RmsNorm(v.Reshape(T * nKV, D), nullptr, eps, v.Reshape(T * nKV, D));
-    ops.KvWrite(sv.rows, kv, k, v);
+  const TensorView k = Activations::Flat(act.k, T, nKV * D);
+  const TensorView v = Activations::Flat(act.v, T, nKV * D);
+  if (g.kv_shared) {  // a shared layer reads its donor's K/V, written earlier in this step
+    ops.MatMul(sv.a, lw.q_proj, q);
+  } else if (g.k_eq_v) {
+    const WeightMatrix* ws[] = {&lw.q_proj, &lw.k_proj};
+    const TensorView ys[] = {q, k};
+    ops.MatMuls(sv.a, ws, ys);
+    ops.Copy(k, v);  // V reads the raw K projection
+  } else {
+    const WeightMatrix* ws[] = {&lw.q_proj, &lw.k_proj, &lw.v_proj};
+    const TensorView ys[] = {q, k, v};
+    ops.MatMuls(sv.a, ws, ys);
   }
+  HeadNormRopeArgs hn;  // q and k: head norm, then RoPE; v: unscaled head norm
+  hn.q = q;
+  hn.q_heads = static_cast<int>(nH);
+  hn.q_weight = lw.q_norm;
+  if (!g.kv_shared) {
+    hn.k = k;
+    hn.v = v;
+  }
+  hn.kv_heads = static_cast<int>(nKV);
+  hn.k_weight = lw.k_norm;
+  hn.head_dim = static_cast<int>(D);
+  hn.positions = act.positions;
+  hn.inv_freq = inv_freq;
+  hn.eps = eps;
+  ops.HeadNormRope(hn);
+  if (!g.kv_shared) ops.KvWrite(sv.rows, kv, k, v);
 
   PagedAttentionArgs args;
   args.rows = sv.rows;
@@ -237,8 +252,29 @@ void Gemma4Model::AttentionBlock(int l, const StepViews& sv, const KvPool& pool,
   ops.PagedAttention(args);
 
   ops.MatMul(args.out, lw.o_proj, sv.o);
-  ops.RmsNorm(sv.o, lw.post_attention_layernorm, eps, sv.o);
-  ops.Add(sv.x, sv.o, sv.x);
+  AddNormArgs an;  // x += norm(o); a = the feed-forward block's input norm
+  an.x = sv.x;
+  an.o = sv.o;
+  an.post_weight = lw.post_attention_layernorm;
+  an.next_out = sv.a;
+  an.next_weight = lw.pre_feedforward_layernorm;
+  an.eps = eps;
+  ops.AddNorm(an);
+}
+
+void Gemma4Model::EndLayerUpdate(int l, const StepViews& sv, const TensorView& o, const float* post_weight) {
+  const int N = config_.num_hidden_layers;
+  AddNormArgs an;  // x = (x + norm(o)) * layer_scalar; a = the next layer's input norm
+  an.x = sv.x;
+  an.o = o;
+  an.post_weight = post_weight;
+  an.scale = weights_->layers[l].layer_scalar;
+  if (l + 1 < N) {
+    an.next_out = sv.a;
+    an.next_weight = weights_->layers[l + 1].input_layernorm;
+  }
+  an.eps = static_cast<float>(config_.rms_norm_eps);
+  backend_->ops().AddNorm(an);
 }
 
 void Gemma4Model::FeedForwardBlock(int l, const StepViews& sv, Activations& act) {
@@ -248,17 +284,18 @@ void Gemma4Model::FeedForwardBlock(int l, const StepViews& sv, Activations& act)
   const int64_t T = sv.T, H = c.hidden_size, W = c.layers[l].mlp_width;
   const float eps = static_cast<float>(c.rms_norm_eps);
 
-  // Dense MLP: d = down(gelu(gate(a)) * up(a)).
-  ops.RmsNorm(sv.x, lw.pre_feedforward_layernorm, eps, sv.a);
+  // Dense MLP: d = down(gelu(gate(a)) * up(a)); sv.a holds the
+  // pre-feed-forward norm (the attention block's AddNorm).
   const TensorView gv = Activations::Flat(act.g, T, W);
   const TensorView uv = Activations::Flat(act.u, T, W);
-  ops.MatMul(sv.a, lw.gate_proj, gv);
-  ops.MatMul(sv.a, lw.up_proj, uv);
-  ops.GeluMul(gv, uv, gv);
-  ops.MatMul(gv, lw.down_proj, sv.d);
+  {
+    const WeightMatrix* ws[] = {&lw.gate_proj, &lw.up_proj};
+    const TensorView ys[] = {gv, uv};
+    ops.MatMuls(sv.a, ws, ys);
+  }
+  ops.GatedMatMul(gv, uv, lw.down_proj, sv.d);
   if (!c.enable_moe_block) {
-    ops.RmsNorm(sv.d, lw.post_feedforward_layernorm, eps, sv.d);
-    ops.Add(sv.x, sv.d, sv.x);
+    EndFeedForward(l, sv, sv.d, lw.post_feedforward_layernorm);
     return;
   }
   ops.RmsNorm(sv.d, lw.post_feedforward_layernorm_1, eps, sv.d);
@@ -287,8 +324,20 @@ void Gemma4Model::FeedForwardBlock(int l, const StepViews& sv, Activations& act)
   ops.MoeExperts(moe);
   ops.RmsNorm(sv.d2, lw.post_feedforward_layernorm_2, eps, sv.d2);
   ops.Add(sv.d, sv.d2, sv.d);
-  ops.RmsNorm(sv.d, lw.post_feedforward_layernorm, eps, sv.d);
-  ops.Add(sv.x, sv.d, sv.x);
+  EndFeedForward(l, sv, sv.d, lw.post_feedforward_layernorm);
+}
+
+void Gemma4Model::EndFeedForward(int l, const StepViews& sv, const TensorView& d, const float* post_weight) {
+  if (config_.has_ple()) {  // the per-layer-input block ends the layer
+    AddNormArgs an;
+    an.x = sv.x;
+    an.o = d;
+    an.post_weight = post_weight;
+    an.eps = static_cast<float>(config_.rms_norm_eps);
+    backend_->ops().AddNorm(an);
+    return;
+  }
+  EndLayerUpdate(l, sv, d, post_weight);
 }
 
 void Gemma4Model::PleBlock(int l, const StepViews& sv, Activations& act) {
@@ -300,10 +349,8 @@ void Gemma4Model::PleBlock(int l, const StepViews& sv, Activations& act) {
   // Layer l's slice of the per-layer inputs: a strided view, no copy.
   const TensorView pli = Activations::Flat(act.ple, T, N * P).Cols(l * P, P);
   ops.MatMul(sv.x, lw.per_layer_input_gate, z);
-  ops.GeluMul(z, pli, z);
-  ops.MatMul(z, lw.per_layer_projection, sv.o);
-  ops.RmsNorm(sv.o, lw.post_per_layer_input_norm, static_cast<float>(c.rms_norm_eps), sv.o);
-  ops.Add(sv.x, sv.o, sv.x);
+  ops.GatedMatMul(z, pli, lw.per_layer_projection, sv.o);
+  EndLayerUpdate(l, sv, sv.o, lw.post_per_layer_input_norm);
 }
 
 void Gemma4Model::Head(const StepViews& sv, bool logits, Activations& act) {

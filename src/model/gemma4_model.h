@@ -60,6 +60,12 @@ class Gemma4Model {
   void AttentionBlock(int l, const StepViews& sv, const KvPool& pool, Activations& act);
   void FeedForwardBlock(int l, const StepViews& sv, Activations& act);
   void PleBlock(int l, const StepViews& sv, Activations& act);
+  // The feed-forward block's residual update (the layer's last unless a
+  // per-layer-input block follows).
+  void EndFeedForward(int l, const StepViews& sv, const TensorView& d, const float* post_weight);
+  // A layer's last residual update: x = (x + norm(o)) * layer_scalar, and
+  // the next layer's input norm into sv.a.
+  void EndLayerUpdate(int l, const StepViews& sv, const TensorView& o, const float* post_weight);
   void Head(const StepViews& sv, bool logits, Activations& act);
 
   Gemma4Config config_;
