@@ -184,8 +184,8 @@ __global__ __launch_bounds__(kWarps * 32, P <= 2 ? 2 : 1) void AffineInt8Kernel(
 }
 
 template <int B, int P>
-void LaunchForPieces(int mt, const OutSet& set, int64_t K, int group, const QRows& qr, const TileSource& src,
-                     int64_t tiles, cudaStream_t stream) {
+void LaunchForPieces(int mt, const OutSet& set, const QRows& qr, const TileSource& src, int64_t tiles,
+                     cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(set.first_block[set.n]), static_cast<unsigned>(tiles));
   switch (mt) {
     case 1: AffineInt8Kernel<B, 1, P><<<grid, kWarps * 32, 0, stream>>>(set, qr, src); break;
@@ -197,17 +197,16 @@ void LaunchForPieces(int mt, const OutSet& set, int64_t K, int group, const QRow
 }
 
 template <int B>
-void LaunchForBits(int mt, const OutSet& set, int64_t K, int group, const QRows& qr, const TileSource& src,
-                   int64_t tiles, cudaStream_t stream) {
+void LaunchForBits(int mt, const OutSet& set, int group, const QRows& qr, const TileSource& src, int64_t tiles,
+                   cudaStream_t stream) {
   switch (group) {
-    case 32: return LaunchForPieces<B, 1>(mt, set, K, group, qr, src, tiles, stream);
-    case 64: return LaunchForPieces<B, 2>(mt, set, K, group, qr, src, tiles, stream);
-    default: return LaunchForPieces<B, 4>(mt, set, K, group, qr, src, tiles, stream);
+    case 32: return LaunchForPieces<B, 1>(mt, set, qr, src, tiles, stream);
+    case 64: return LaunchForPieces<B, 2>(mt, set, qr, src, tiles, stream);
+    default: return LaunchForPieces<B, 4>(mt, set, qr, src, tiles, stream);
   }
 }
 
 }  // namespace
-
 
 size_t QRowsBytes(int64_t rows, int64_t k, int group) {
   const int64_t groups = k / group;
@@ -242,31 +241,17 @@ void AffineInt8MatMul(std::span<const AffineOut> outs, int bits, const QRows& qr
                       int64_t tiles, cudaStream_t stream) {
   G4_CHECK_MSG(mt == 1 || mt == 2 || mt == 4 || mt == kMaxMt, "[cuda] AffineInt8MatMul: tile rows");
   G4_CHECK_MSG(tiles <= 65535, "[cuda] MatMul: too many input rows for one launch");
-  G4_CHECK_MSG(!outs.empty() && outs.size() <= static_cast<size_t>(kMaxAffineOuts) &&
-                   (src.table == nullptr || outs.size() == 1),
-               "[cuda] AffineInt8MatMul: 1 to kMaxAffineOuts products (one for expert tiles)");
-  const DevWeight& w0 = outs[0].w;
-  OutSet set;
-  int64_t blocks = 0;
-  for (const AffineOut& o : outs) {
-    G4_CHECK_MSG(o.w.cols == w0.cols && o.w.group == w0.group, "[cuda] AffineInt8MatMul: products differ in shape");
-    set.out[set.n] = o;
-    set.first_block[set.n] = static_cast<int32_t>(blocks);
-    blocks += (o.w.rows + kRows - 1) / kRows;
-    ++set.n;
-  }
-  G4_CHECK_MSG(blocks < (int64_t{1} << 31), "[cuda] AffineInt8MatMul: too many weight rows");
-  set.first_block[set.n] = static_cast<int32_t>(blocks);
-  if (tiles == 0 || blocks == 0) return;
-  const int64_t K = w0.cols;
-  const int group = w0.group;
+  G4_CHECK_MSG(src.table == nullptr || outs.size() == 1, "[cuda] AffineInt8MatMul: one product for expert tiles");
+  const OutSet set = MakeOutSet(outs, kRows, "[cuda] AffineInt8MatMul");
+  if (tiles == 0 || set.first_block[set.n] == 0) return;
+  const int group = outs[0].w.group;
   switch (bits) {
-    case 2: return LaunchForBits<2>(mt, set, K, group, qr, src, tiles, stream);
-    case 3: return LaunchForBits<3>(mt, set, K, group, qr, src, tiles, stream);
-    case 4: return LaunchForBits<4>(mt, set, K, group, qr, src, tiles, stream);
-    case 5: return LaunchForBits<5>(mt, set, K, group, qr, src, tiles, stream);
-    case 6: return LaunchForBits<6>(mt, set, K, group, qr, src, tiles, stream);
-    default: return LaunchForBits<8>(mt, set, K, group, qr, src, tiles, stream);
+    case 2: return LaunchForBits<2>(mt, set, group, qr, src, tiles, stream);
+    case 3: return LaunchForBits<3>(mt, set, group, qr, src, tiles, stream);
+    case 4: return LaunchForBits<4>(mt, set, group, qr, src, tiles, stream);
+    case 5: return LaunchForBits<5>(mt, set, group, qr, src, tiles, stream);
+    case 6: return LaunchForBits<6>(mt, set, group, qr, src, tiles, stream);
+    default: return LaunchForBits<8>(mt, set, group, qr, src, tiles, stream);
   }
 }
 

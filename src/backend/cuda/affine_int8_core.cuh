@@ -7,11 +7,14 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
+#include <string>
 #include <utility>
 
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
+#include "core/check.h"
 
 namespace g4::cuda {
 
@@ -130,6 +133,28 @@ struct OutSet {
     return o;
   }
 };
+
+// The set of `outs` (1 to kMaxAffineOuts products sharing column count and
+// group size) with `rows_per_unit` weight rows per unit; `what` names the
+// caller in errors.
+inline OutSet MakeOutSet(std::span<const AffineOut> outs, int64_t rows_per_unit, const char* what) {
+  const auto fail = [what](const char* why) { return (std::string(what) + ": " + why); };
+  G4_CHECK_MSG(!outs.empty() && outs.size() <= static_cast<size_t>(kMaxAffineOuts),
+               fail("1 to kMaxAffineOuts products").c_str());
+  const DevWeight& w0 = outs[0].w;
+  OutSet set;
+  int64_t units = 0;
+  for (const AffineOut& o : outs) {
+    G4_CHECK_MSG(o.w.cols == w0.cols && o.w.group == w0.group, fail("products differ in shape").c_str());
+    set.out[set.n] = o;
+    set.first_block[set.n] = static_cast<int32_t>(units);
+    units += (o.w.rows + rows_per_unit - 1) / rows_per_unit;
+    ++set.n;
+  }
+  G4_CHECK_MSG(units < (int64_t{1} << 31), fail("too many weight rows").c_str());
+  set.first_block[set.n] = static_cast<int32_t>(units);
+  return set;
+}
 
 // Programmatic dependent launch (sm_90): a kernel launched with
 // LaunchDependent may start once every block of its predecessor in the

@@ -148,21 +148,10 @@ void LaunchForBits(int group, const OutSet& set, const QRows& qr, cudaStream_t s
 }  // namespace
 
 void AffineInt8RowMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream) {
-  G4_CHECK_MSG(!outs.empty() && outs.size() <= static_cast<size_t>(kMaxAffineOuts),
-               "[cuda] AffineInt8RowMatMul: 1 to kMaxAffineOuts products");
+  // Units of one weight row: first_block is each product's first row among all the products' rows.
+  const OutSet set = MakeOutSet(outs, 1, "[cuda] AffineInt8RowMatMul");
   const DevWeight& w0 = outs[0].w;
-  OutSet set;  // first_block: each product's first row among all the products' rows
-  int64_t rows = 0;
-  for (const AffineOut& o : outs) {
-    G4_CHECK_MSG(o.w.cols == w0.cols && o.w.group == w0.group, "[cuda] AffineInt8RowMatMul: products differ in shape");
-    set.out[set.n] = o;
-    set.first_block[set.n] = static_cast<int32_t>(rows);
-    rows += o.w.rows;
-    ++set.n;
-  }
-  G4_CHECK_MSG(rows < (int64_t{1} << 31), "[cuda] AffineInt8RowMatMul: too many weight rows");
-  set.first_block[set.n] = static_cast<int32_t>(rows);
-  if (rows == 0 || w0.groups_per_row == 0) return;
+  if (set.first_block[set.n] == 0 || w0.groups_per_row == 0) return;
   switch (bits) {
     case 2: return LaunchForBits<2>(w0.group, set, qr, stream);
     case 3: return LaunchForBits<3>(w0.group, set, qr, stream);
