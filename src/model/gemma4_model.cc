@@ -252,29 +252,29 @@ void Gemma4Model::AttentionBlock(int l, const StepViews& sv, const KvPool& pool,
   ops.PagedAttention(args);
 
   ops.MatMul(args.out, lw.o_proj, sv.o);
-  AddNormArgs an;  // x += norm(o); a = the feed-forward block's input norm
-  an.x = sv.x;
-  an.o = sv.o;
-  an.post_weight = lw.post_attention_layernorm;
-  an.next_out = sv.a;
-  an.next_weight = lw.pre_feedforward_layernorm;
-  an.eps = eps;
-  ops.AddNorm(an);
+  // x += norm(o); a = the feed-forward block's input norm.
+  ResidualUpdate(sv, sv.o, lw.post_attention_layernorm, 1.0f, true, lw.pre_feedforward_layernorm);
 }
 
-void Gemma4Model::EndLayerUpdate(int l, const StepViews& sv, const TensorView& o, const float* post_weight) {
-  const int N = config_.num_hidden_layers;
-  AddNormArgs an;  // x = (x + norm(o)) * layer_scalar; a = the next layer's input norm
+void Gemma4Model::ResidualUpdate(const StepViews& sv, const TensorView& o, const float* post_weight, float scale,
+                                 bool next, const float* next_weight) {
+  AddNormArgs an;
   an.x = sv.x;
   an.o = o;
   an.post_weight = post_weight;
-  an.scale = weights_->layers[l].layer_scalar;
-  if (l + 1 < N) {
+  an.scale = scale;
+  if (next) {
     an.next_out = sv.a;
-    an.next_weight = weights_->layers[l + 1].input_layernorm;
+    an.next_weight = next_weight;
   }
   an.eps = static_cast<float>(config_.rms_norm_eps);
   backend_->ops().AddNorm(an);
+}
+
+void Gemma4Model::EndLayer(int l, const StepViews& sv, const TensorView& o, const float* post_weight) {
+  const bool last = l + 1 == config_.num_hidden_layers;
+  ResidualUpdate(sv, o, post_weight, weights_->layers[l].layer_scalar, !last,
+                 last ? nullptr : weights_->layers[l + 1].input_layernorm);
 }
 
 void Gemma4Model::FeedForwardBlock(int l, const StepViews& sv, Activations& act) {
@@ -329,15 +329,10 @@ void Gemma4Model::FeedForwardBlock(int l, const StepViews& sv, Activations& act)
 
 void Gemma4Model::EndFeedForward(int l, const StepViews& sv, const TensorView& d, const float* post_weight) {
   if (config_.has_ple()) {  // the per-layer-input block ends the layer
-    AddNormArgs an;
-    an.x = sv.x;
-    an.o = d;
-    an.post_weight = post_weight;
-    an.eps = static_cast<float>(config_.rms_norm_eps);
-    backend_->ops().AddNorm(an);
-    return;
+    ResidualUpdate(sv, d, post_weight, 1.0f, false, nullptr);
+  } else {
+    EndLayer(l, sv, d, post_weight);
   }
-  EndLayerUpdate(l, sv, d, post_weight);
 }
 
 void Gemma4Model::PleBlock(int l, const StepViews& sv, Activations& act) {
@@ -350,7 +345,7 @@ void Gemma4Model::PleBlock(int l, const StepViews& sv, Activations& act) {
   const TensorView pli = Activations::Flat(act.ple, T, N * P).Cols(l * P, P);
   ops.MatMul(sv.x, lw.per_layer_input_gate, z);
   ops.GatedMatMul(z, pli, lw.per_layer_projection, sv.o);
-  EndLayerUpdate(l, sv, sv.o, lw.post_per_layer_input_norm);
+  EndLayer(l, sv, sv.o, lw.post_per_layer_input_norm);
 }
 
 void Gemma4Model::Head(const StepViews& sv, bool logits, Activations& act) {

@@ -64,8 +64,12 @@ class Gemma4Model {
   // per-layer-input block follows).
   void EndFeedForward(int l, const StepViews& sv, const TensorView& d, const float* post_weight);
   // A layer's last residual update: x = (x + norm(o)) * layer_scalar, and
-  // the next layer's input norm into sv.a.
-  void EndLayerUpdate(int l, const StepViews& sv, const TensorView& o, const float* post_weight);
+  // the next layer's input norm into sv.a (none after the last layer).
+  void EndLayer(int l, const StepViews& sv, const TensorView& o, const float* post_weight);
+  // x = (x + RmsNorm(o, post_weight)) * scale; then, if next,
+  // sv.a = RmsNorm(x, next_weight): one Ops::AddNorm.
+  void ResidualUpdate(const StepViews& sv, const TensorView& o, const float* post_weight, float scale, bool next,
+                      const float* next_weight);
   void Head(const StepViews& sv, bool logits, Activations& act);
 
   Gemma4Config config_;
