@@ -26,5 +26,8 @@ done | sort -u | while read -r lib; do
 done
 tar -C "$stage" -cJf "$dest/g4-gpu.tar.xz" bin lib
 cp "$(dirname "$0")/gpu-run.sh" "$dest/gpu-run.sh"
+# The peers' kit (scripts/peer-gpu-prepare.sh), when prepared, for `gpu-run.sh peers`.
+peer_kit="$(dirname "$0")/../build/peer-gpu"
+if [ -f "$peer_kit/llama-src.tar.xz" ]; then mkdir -p "$dest/peer" && cp "$peer_kit"/* "$dest/peer/"; fi
 rm -rf "$stage"
 ls -la "$dest"

@@ -9,6 +9,7 @@
 #   .gpu-carry/gpu-run.sh tests bench e4b:q4 12b:q4     # both
 #   .gpu-carry/gpu-run.sh profile e4b:q4   # per-op device time of a short decode (G4_CUDA_PROFILE)
 #   .gpu-carry/gpu-run.sh micro            # bench/cuda_ops_bench (MatMul on Gemma 4 shapes)
+#   .gpu-carry/gpu-run.sh peers e4b 12b    # transformers, llama.cpp CUDA and g4 on the same weights (run_peers)
 #
 # Logs go to $OUT (or /tmp/g4-gpu-out): summary.txt, tests.log, bench.jsonl,
 # misc.log, profile.log; the last lines printed are a short table. Environment: G4_BENCH_BATCHES (default "1 8 32 64"), G4_BENCH_GEN
@@ -126,6 +127,56 @@ run_profile() {
   grep '\[cuda profile\]' "$out/profile.log" | head -14 | tee -a "$summary"
 }
 
+# peers PRESET: the issue's peers on the same weights, in this run: g4 synth
+# bf16; from it g4's MLX 4-bit (g4 quantize --bits 4) and llama.cpp's pure
+# Q4_0 (gguf_export.py), both 4.5 bits per weight; then, batch 1, prompt
+# 512, 64 greedy steps: transformers' generate in bf16
+# (bench/transformers_generate.py), llama.cpp's CUDA build (flash-attention
+# kernels off, built here once from the snapshot scripts/peer-gpu-prepare.sh
+# packs into $G4_PEER_DIR, default the carry's peer/) and g4. One JSON line
+# each into $out/peers.jsonl.
+run_peers() {
+  local preset=$1 peer=${G4_PEER_DIR:-$here/peer} dir=/tmp/g4-peer-$1 llama=$work/llama
+  if [ -n "${G4_DEADLINE:-}" ] && [ "$(date +%s)" -gt "$G4_DEADLINE" ]; then note "skipped peers $preset (deadline)"; return; fi
+  [ -f "$peer/llama-src.tar.xz" ] || { note "peers: no $peer/llama-src.tar.xz (run scripts/peer-gpu-prepare.sh)"; return; }
+  local t0 log=$out/peers.log
+  t0=$(date +%s)
+  if [ ! -x "$llama/lbc" ]; then
+    mkdir -p "$llama" && tar -xJf "$peer/llama-src.tar.xz" -C "$llama"
+    (cd "$llama" &&
+      cmake -S . -B b -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_FA=OFF -DGGML_CUDA_NCCL=OFF \
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
+        -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_APP=OFF -DCMAKE_BUILD_TYPE=Release &&
+      cmake --build b -j"$(nproc)" --target llama &&
+      cc -O2 -I"$peer" -o lbc "$peer/llama_bench.c" -L b/bin -lllama -lggml -lggml-base -Wl,-rpath,"$llama/b/bin" -ldl) \
+      >>"$log" 2>&1 || { note "peers: llama.cpp build failed: $(tail -2 "$log" | tr '\n' ' ')"; return; }
+    note "peers: llama.cpp CUDA built in $(( $(date +%s) - t0 )) s"
+  fi
+  t0=$(date +%s)
+  mkdir -p "$dir"
+  { "$bin/g4" synth --preset "$preset" --quant bf16 --out "$dir/bf16" &&
+    "$bin/g4" quantize "$dir/bf16" "$dir/q4" --bits 4 &&
+    python3 "$peer/gguf_export.py" "$dir/bf16" "$dir/q4_0.gguf" --type q4_0 -q; } >>"$log" 2>&1 ||
+    { note "peers $preset: weights failed: $(tail -2 "$log" | tr '\n' ' ')"; rm -rf "$dir"; return; }
+  note "peers $preset: weights in $(( $(date +%s) - t0 )) s"
+  python3 "$repo/bench/transformers_generate.py" "$dir/bf16" --prompt 512 --gen 64 >>"$out/peers.jsonl" 2>>"$log" ||
+    note "peers $preset: transformers failed: $(tail -1 "$log")"
+  rm -rf "$dir/bf16"
+  "$llama/lbc" -m "$dir/q4_0.gguf" -ngl 999 -p 512 -n 64 -r 2 >>"$out/peers.jsonl" 2>>"$log" ||
+    note "peers $preset: llama.cpp failed: $(tail -1 "$log")"
+  "$bin/g4" bench --model "$dir/q4" --backend cuda --kv plain:bf16 --batch 1 --prompt 512 --gen 64 --memcpy-mib 0 \
+    --chunk 512 --json >>"$out/peers.jsonl" 2>>"$log" || note "peers $preset: g4 failed: $(tail -1 "$log")"
+  note "peers $preset: $(tail -3 "$out/peers.jsonl" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try: r = json.loads(line)
+    except ValueError: continue
+    name = r.get("engine") or ("g4" if "decode_tok_s_per_row" in r else "llama.cpp")
+    print(name + ": prefill " + str(r.get("prefill_tok_s")) + " decode " + str(r.get("decode_tok_s")) + ";", end=" ")
+')"
+  rm -rf "$dir"
+}
+
 bench_table() {
   [ -s "$out/bench.jsonl" ] || return
   python3 - "$out/bench.jsonl" <<'PY' | tee -a "$summary"
@@ -154,7 +205,9 @@ for arg in "$@"; do
     micro) run_micro ;;
     bench) mode=bench ;;
     profile) mode=profile ;;
-    *) if [ "$mode" = bench ]; then run_bench "$arg"; elif [ "$mode" = profile ]; then run_profile "$arg"; fi ;;
+    peers) mode=peers ;;
+    *) if [ "$mode" = bench ]; then run_bench "$arg"; elif [ "$mode" = profile ]; then run_profile "$arg";
+       elif [ "$mode" = peers ]; then run_peers "$arg"; fi ;;
   esac
 done
 bench_table
