@@ -11,6 +11,7 @@
 // Threading: one thread drives a backend at a time.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,7 +31,7 @@ class Ops;
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  DeviceBuffer(Backend* owner, void* data, size_t bytes) : owner_(owner), data_(data), bytes_(bytes) {}
+  DeviceBuffer(Backend* owner, void* data, size_t bytes);
   DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -70,6 +71,10 @@ class Backend {
   // Device memory still free, in bytes (the CPU backend: physical memory
   // available). For sizing KV pools.
   virtual size_t FreeMemory() const = 0;
+  // Bytes of the buffers Allocate handed out that are still held (a device
+  // backend's placed weights included; the CPU backend's mapped checkpoint
+  // is not Allocate's). For `--gpu-memory`.
+  size_t HeldBytes() const { return held_bytes_.load(std::memory_order_relaxed); }
 
   virtual void CopyToDevice(void* device_dst, const void* host_src, size_t bytes) = 0;
   virtual void CopyToHost(void* host_dst, const void* device_src, size_t bytes) = 0;
@@ -102,7 +107,15 @@ class Backend {
  protected:
   friend class DeviceBuffer;
   virtual void Free(void* data, size_t bytes) = 0;
+
+ private:
+  std::atomic<size_t> held_bytes_{0};  // kept by DeviceBuffer
 };
+
+inline DeviceBuffer::DeviceBuffer(Backend* owner, void* data, size_t bytes)
+    : owner_(owner), data_(data), bytes_(bytes) {
+  if (owner_ && data_) owner_->held_bytes_.fetch_add(bytes_, std::memory_order_relaxed);
+}
 
 inline DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
@@ -115,7 +128,10 @@ inline DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 }
 
 inline void DeviceBuffer::Reset() {
-  if (owner_ && data_) owner_->Free(data_, bytes_);
+  if (owner_ && data_) {
+    owner_->held_bytes_.fetch_sub(bytes_, std::memory_order_relaxed);
+    owner_->Free(data_, bytes_);
+  }
   owner_ = nullptr;
   data_ = nullptr;
   bytes_ = 0;

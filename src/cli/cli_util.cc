@@ -8,6 +8,21 @@
 
 namespace g4::cli {
 
+StatusOr<uint64_t> ParseBytes(const std::string& text, const char* flag) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  double scale = 1;
+  std::string unit = end ? std::string(end) : "";
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (unit == "K" || unit == "k") scale = 1024.0;
+  else if (unit == "M" || unit == "m") scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "g") scale = 1024.0 * 1024 * 1024;
+  else if (!unit.empty()) return InvalidArgument(std::string(flag) + ": '" + text + "' is not a size");
+  if (end == text.c_str() || !(v >= 0) || v * scale > 1.8e19)
+    return InvalidArgument(std::string(flag) + ": '" + text + "' is not a size");
+  return static_cast<uint64_t>(v * scale);
+}
+
 StatusOr<std::vector<int32_t>> ParseIdList(const std::string& text) {
   std::vector<int32_t> ids;
   size_t start = 0;

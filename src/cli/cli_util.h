@@ -13,6 +13,10 @@ namespace g4::cli {
 // are errors naming the item.
 StatusOr<std::vector<int32_t>> ParseIdList(const std::string& text);
 
+// "512", "64K", "2M", "1.5G" (optionally with a B) -> bytes; an error
+// naming `flag` otherwise.
+StatusOr<uint64_t> ParseBytes(const std::string& text, const char* flag);
+
 // Peak resident set size of this process in bytes (VmHWM).
 size_t PeakRssBytes();
 

@@ -39,6 +39,7 @@ struct ServeFlags {
   int64_t step_tokens = 512;
   int max_seqs = 16;
   std::string kv_memory = "0";
+  uint64_t gpu_memory = 0;
   std::string prefix_cache = "auto";
   std::string kv_cache_dir;
   std::string kv_cache_dir_bytes = "0";
@@ -47,22 +48,6 @@ struct ServeFlags {
   std::string model_name;
   std::string max_body = "8M";
 };
-
-// "512", "64K", "2M", "1.5G" -> bytes.
-StatusOr<uint64_t> ParseBytes(const std::string& text, const char* flag) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  double scale = 1;
-  std::string unit = end ? std::string(end) : "";
-  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
-  if (unit == "K" || unit == "k") scale = 1024.0;
-  else if (unit == "M" || unit == "m") scale = 1024.0 * 1024;
-  else if (unit == "G" || unit == "g") scale = 1024.0 * 1024 * 1024;
-  else if (!unit.empty()) return InvalidArgument(std::string("[serve] ") + flag + ": '" + text + "' is not a size");
-  if (end == text.c_str() || !(v >= 0) || v * scale > 1.8e19)
-    return InvalidArgument(std::string("[serve] ") + flag + ": '" + text + "' is not a size");
-  return static_cast<uint64_t>(v * scale);
-}
 
 void Log(const std::string& line) {
   std::fprintf(stderr, "[g4 serve] %s\n", line.c_str());
@@ -95,6 +80,7 @@ Status Serve(ServeFlags f) {
   eo.max_step_tokens = f.step_tokens;
   eo.max_seqs = f.max_seqs;
   G4_ASSIGN_OR_RETURN(eo.kv_budget_bytes, ParseBytes(f.kv_memory, "--kv-memory"));
+  eo.memory_cap_bytes = f.gpu_memory;
   G4_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*bundle->model, eo));
 
   std::unique_ptr<KvDiskCache> disk;
@@ -198,7 +184,9 @@ int RunServe(int argc, char** argv) {
   app.add_option("--max-tokens", o.limits.default_max_tokens, "max_tokens of a request that sets none")
       ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
-  app.add_option("--kv-memory", f.kv_memory, "KV pool size, e.g. 4G (0: half the backend's free memory)")
+  AddGpuMemoryFlag(app, f.gpu_memory);
+  app.add_option("--kv-memory", f.kv_memory,
+                 "KV pool size, e.g. 4G (0: what --gpu-memory leaves, else half the backend's free memory)")
       ->capture_default_str();
   app.add_option("--prefix-cache", f.prefix_cache, "bytes of cached prefixes kept in the pool (0: off; auto: half "
                                                    "the pool)")

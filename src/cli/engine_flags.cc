@@ -6,6 +6,7 @@
 
 #include <cstdio>
 
+#include "cli/cli_util.h"
 #include "cli/command_line.h"
 #include "cli/warm_checkpoint.h"
 #include "engine/model_locator.h"
@@ -69,6 +70,7 @@ void AddEngineFlags(CLI::App& app, EngineFlags& flags, const std::string& defaul
   app.add_option("--chunk", flags.chunk, "tokens per step (the prefill chunk)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
+  AddGpuMemoryFlag(app, flags.gpu_memory);
   if (batch)
     app.add_option("--max-seqs", flags.max_seqs, "sequences running at once")
         ->check(CLI::Range(1, 4096))
@@ -85,8 +87,22 @@ void AddContextFlag(CLI::App& app, int64_t& ctx, const std::string& what) {
   app.add_option("-c,--ctx-size", ctx, what)->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->capture_default_str();
 }
 
+void AddGpuMemoryFlag(CLI::App& app, uint64_t& bytes) {
+  app.add_option_function<std::string>(
+      "--gpu-memory",
+      [&bytes](const std::string& text) {
+        StatusOr<uint64_t> v = ParseBytes(text, "--gpu-memory");
+        if (!v.ok()) throw CLI::ValidationError(v.status().message());
+        bytes = *v;
+      },
+      "the most device memory g4 may hold in all (weights, KV pool, step buffers), e.g. 40G; the KV pool gets "
+      "what the weights leave less a sixteenth for step buffers (default: no cap, the pool takes half the free "
+      "memory)");
+}
+
 EngineOptions ToEngineOptions(const EngineFlags& flags) {
   EngineOptions o;
+  o.memory_cap_bytes = flags.gpu_memory;
   o.kv = flags.kv;
   o.max_step_tokens = flags.chunk;
   o.max_seqs = flags.max_seqs;

@@ -7,7 +7,7 @@
 //   -q/--quiet         nothing on stderr but errors
 //   --json             the report as JSON on stdout (commands that report)
 //   -c/--ctx-size N    where a context applies (the command says what it bounds)
-//   --backend, --kv, --chunk, --max-seqs   where a model runs
+//   --backend, --kv, --chunk, --max-seqs, --gpu-memory   where a model runs
 // and the model loading every command does with them: resolve MODEL,
 // read a cold checkpoint into the page cache with a progress bar, load.
 #pragma once
@@ -56,13 +56,16 @@ struct EngineFlags {
   std::string kv;  // set by AddEngineFlags to the command's default
   int64_t chunk = 512;
   int max_seqs = 16;
+  uint64_t gpu_memory = 0;  // --gpu-memory, bytes; 0: no cap
 };
 
 // --backend, --kv (default `default_kv`), --chunk (rows per step: the
-// prefill chunk) and, when `batch` is set, --max-seqs.
+// prefill chunk), --gpu-memory and, when `batch` is set, --max-seqs.
 void AddEngineFlags(CLI::App& app, EngineFlags& flags, const std::string& default_kv, bool batch = false);
 // --backend alone (commands that run a model without a KV choice).
 void AddBackendFlag(CLI::App& app, std::string& backend);
+// --gpu-memory SIZE into `bytes` (a size such as 40G; a bad one is a usage error).
+void AddGpuMemoryFlag(CLI::App& app, uint64_t& bytes);
 
 // -c/--ctx-size N; `what` ends the help text ("tokens per window").
 void AddContextFlag(CLI::App& app, int64_t& ctx, const std::string& what);

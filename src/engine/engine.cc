@@ -1,15 +1,44 @@
 #include "engine/engine.h"
 
+#include <cstdio>
+#include <string>
+
 namespace g4 {
+namespace {
+
+std::string GiB(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1u << 30));
+  return buf;
+}
+
+// The KV pool's bytes (EngineOptions::kv_budget_bytes, memory_cap_bytes).
+StatusOr<size_t> KvBudget(const Backend& backend, const EngineOptions& o) {
+  const size_t cap = o.memory_cap_bytes, held = backend.HeldBytes();
+  if (cap == 0) return o.kv_budget_bytes != 0 ? o.kv_budget_bytes : backend.FreeMemory() / 2;
+  const size_t reserve = cap / 16;  // step buffers, which grow with the chunk
+  const std::string what = "--gpu-memory " + GiB(cap) + ": the " + backend.name() + " backend holds " + GiB(held) +
+                           " already (weights and buffers)";
+  if (held + reserve >= cap) return ResourceExhausted(what + ", and step buffers need room: nothing is left for the KV pool");
+  if (o.kv_budget_bytes == 0) return cap - held - reserve;
+  if (o.kv_budget_bytes > cap - held - reserve)
+    return ResourceExhausted(what + ", so a KV pool of " + GiB(o.kv_budget_bytes) + " does not fit (at most " +
+                             GiB(cap - held - reserve) + ")");
+  return o.kv_budget_bytes;
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<Engine>> Engine::Create(Gemma4Model& model, const EngineOptions& options) {
   auto e = std::unique_ptr<Engine>(new Engine(model, options));
   G4_ASSIGN_OR_RETURN(KvScheme scheme, KvScheme::Parse(options.kv));
-  size_t budget = options.kv_budget_bytes;
-  if (budget == 0) budget = model.backend().FreeMemory() / 2;
-  G4_ASSIGN_OR_RETURN(KvPoolOptions pool_options,
-                      KvPoolOptions::ForBudget(model.config(), scheme, budget, options.max_seqs,
-                                               options.max_step_tokens, options.block_size));
+  G4_ASSIGN_OR_RETURN(size_t budget, KvBudget(model.backend(), options));
+  StatusOr<KvPoolOptions> sized = KvPoolOptions::ForBudget(model.config(), scheme, budget, options.max_seqs,
+                                                           options.max_step_tokens, options.block_size);
+  if (!sized.ok() && options.memory_cap_bytes != 0)
+    return Status(sized.status().code(), "--gpu-memory " + GiB(options.memory_cap_bytes) + " leaves " + GiB(budget) +
+                                             " for the KV pool: " + sized.status().message());
+  G4_ASSIGN_OR_RETURN(KvPoolOptions pool_options, std::move(sized));
   G4_ASSIGN_OR_RETURN(e->pool_, KvPool::Create(model.config(), scheme, model.backend(), pool_options));
   SchedulerOptions so;
   so.max_step_tokens = options.max_step_tokens;

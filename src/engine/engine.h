@@ -23,9 +23,16 @@ struct EngineOptions {
   int64_t max_step_tokens = 512;  // rows per step (prefill chunk budget)
   int max_seqs = 16;              // sequences running at once
   int64_t max_outputs = 0;        // logits rows per step; 0: max_seqs
-  // KV pool size; 0: half of the backend's free memory (the CPU backend
-  // commits pool pages only when they are first written).
+  // KV pool size; 0: what memory_cap_bytes leaves, else half of the
+  // backend's free memory (the CPU backend commits pool pages only when
+  // they are first written).
   size_t kv_budget_bytes = 0;
+  // --gpu-memory: the most the backend may hold for this engine in all
+  // (placed weights, KV pool, step buffers); 0: no cap. The KV pool gets
+  // the cap less what the backend holds at creation (Backend::HeldBytes)
+  // less a sixteenth of the cap kept for step buffers; too small a cap is
+  // an error naming the flag.
+  size_t memory_cap_bytes = 0;
   int block_size = 16;
 };
 

@@ -75,8 +75,12 @@ TEST(HostileCli, AbsurdNumbersAreUsageErrors) {
       // before the random prompt or the logit rows are built.
       {"kv-eval", "-m " + demo + " --tokens 40000", "exceed the model's context of 32768"},
       {"kv-eval", "-m " + demo + " --prompt-len 40000", "exceed the model's context of 32768"},
+      {"bench", demo + " --gpu-memory 12Q", "is not a size"},
+      {"generate", demo + " hi --gpu-memory -1G", "is not a size"},
   };
   for (const Case& c : cases) ExpectCleanError(c.cmd + " " + c.args, 2, c.cmd, c.want);
+  // A cap the weights already fill: refused at run time, naming the flag.
+  ExpectCleanError("generate " + demo + " hi --gpu-memory 1K", 1, "generate", "--gpu-memory");
 }
 
 // A prompt longer than max_position_embeddings (32768 for the demo model)
