@@ -80,12 +80,15 @@ run_tests() {
   done
 }
 
+# True once G4_DEADLINE (seconds since the epoch), when set, has passed.
+past_deadline() { [ -n "${G4_DEADLINE:-}" ] && [ "$(date +%s)" -gt "$G4_DEADLINE" ]; }
+
 # bench PRESET:QUANT[:KV]: synthesize the checkpoint in /tmp, then decode
 # at each batch size and prefill at each prompt length; one JSON line each
 # into $out/bench.jsonl, removed afterwards (the disk is small).
 run_bench() {
   local spec=$1 preset quant kv dir
-  if [ -n "${G4_DEADLINE:-}" ] && [ "$(date +%s)" -gt "$G4_DEADLINE" ]; then note "skipped $spec (deadline)"; return; fi
+  if past_deadline; then note "skipped $spec (deadline)"; return; fi
   IFS=: read -r preset quant kv <<<"$spec"
   kv=${kv:-plain:bf16}
   dir=/tmp/g4-synth-$preset-$quant
@@ -137,7 +140,7 @@ run_profile() {
 # each into $out/peers.jsonl.
 run_peers() {
   local preset=$1 peer=${G4_PEER_DIR:-$here/peer} dir=/tmp/g4-peer-$1 llama=$work/llama
-  if [ -n "${G4_DEADLINE:-}" ] && [ "$(date +%s)" -gt "$G4_DEADLINE" ]; then note "skipped peers $preset (deadline)"; return; fi
+  if past_deadline; then note "skipped peers $preset (deadline)"; return; fi
   [ -f "$peer/llama-src.tar.xz" ] || { note "peers: no $peer/llama-src.tar.xz (run scripts/peer-gpu-prepare.sh)"; return; }
   local t0 log=$out/peers.log
   t0=$(date +%s)

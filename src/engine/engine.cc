@@ -1,16 +1,11 @@
 #include "engine/engine.h"
 
-#include <cstdio>
 #include <string>
+
+#include "core/byte_size.h"
 
 namespace g4 {
 namespace {
-
-std::string GiB(size_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1u << 30));
-  return buf;
-}
 
 // The KV pool's bytes (EngineOptions::kv_budget_bytes, memory_cap_bytes).
 StatusOr<size_t> KvBudget(const Backend& backend, const EngineOptions& o) {
@@ -20,10 +15,11 @@ StatusOr<size_t> KvBudget(const Backend& backend, const EngineOptions& o) {
   const std::string what = "--gpu-memory " + GiB(cap) + ": the " + backend.name() + " backend holds " + GiB(held) +
                            " already (weights and buffers)";
   if (held + reserve >= cap) return ResourceExhausted(what + ", and step buffers need room: nothing is left for the KV pool");
-  if (o.kv_budget_bytes == 0) return cap - held - reserve;
-  if (o.kv_budget_bytes > cap - held - reserve)
+  const size_t room = cap - held - reserve;
+  if (o.kv_budget_bytes == 0) return room;
+  if (o.kv_budget_bytes > room)
     return ResourceExhausted(what + ", so a KV pool of " + GiB(o.kv_budget_bytes) + " does not fit (at most " +
-                             GiB(cap - held - reserve) + ")");
+                             GiB(room) + ")");
   return o.kv_budget_bytes;
 }
 
@@ -36,8 +32,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(Gemma4Model& model, const Engin
   StatusOr<KvPoolOptions> sized = KvPoolOptions::ForBudget(model.config(), scheme, budget, options.max_seqs,
                                                            options.max_step_tokens, options.block_size);
   if (!sized.ok() && options.memory_cap_bytes != 0)
-    return Status(sized.status().code(), "--gpu-memory " + GiB(options.memory_cap_bytes) + " leaves " + GiB(budget) +
-                                             " for the KV pool: " + sized.status().message());
+    return sized.status().WithContext("--gpu-memory " + GiB(options.memory_cap_bytes) + " leaves " + GiB(budget) +
+                                      " for the KV pool");
   G4_ASSIGN_OR_RETURN(KvPoolOptions pool_options, std::move(sized));
   G4_ASSIGN_OR_RETURN(e->pool_, KvPool::Create(model.config(), scheme, model.backend(), pool_options));
   SchedulerOptions so;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "core/byte_size.h"
 #include "backend/cuda/cuda_ops.h"
 #include "core/check.h"
 
@@ -27,12 +28,6 @@ constexpr size_t kAlignment = 256;
 constexpr size_t kStagingBytes = size_t{64} << 20;
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
-std::string GiB(size_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1u << 30));
-  return buf;
-}
 
 class CudaBackend final : public Backend {
  public:
