@@ -71,6 +71,13 @@ TEST_P(FusedOpsTest, MatMulsEqualMatMulPerProduct) {
     CheckMatMuls(backend(), {&a, &b}, 1, ++seed, 0);
     CheckMatMuls(backend(), {&a, &b}, 3, ++seed, 0);
   }
+  // More rows than the GPU has resident warps, products ending inside a warp's
+  // rows and inside a batch of its rows (the CUDA one-row kernel's walk).
+  const testing::TestWeights many_a = testing::MakeAffine(5001, 192, 4, 64, DType::kBF16, ++seed);
+  const testing::TestWeights many_b = testing::MakeAffine(3, 192, 4, 64, DType::kF16, ++seed);
+  const testing::TestWeights many_c = testing::MakeAffine(9005, 192, 4, 64, DType::kBF16, ++seed);
+  CheckMatMuls(backend(), {&many_a, &many_b, &many_c}, 1, ++seed, 0);
+  CheckMatMuls(backend(), {&many_b, &many_c}, 1, ++seed, 0);
   // A row too long for the one-row kernel to quantize in shared memory.
   const testing::TestWeights long_a = testing::MakeAffine(9, 33792, 4, 64, DType::kBF16, ++seed);
   const testing::TestWeights long_b = testing::MakeAffine(40, 33792, 4, 64, DType::kBF16, ++seed);

@@ -1,27 +1,30 @@
 // AffineInt8RowMatMul (affine_int8.cuh): one quantized input row against
-// affine weights, one warp per task of R consecutive weight rows at a time,
-// no block barriers.
+// affine weights (every product of one launch), no block barriers in the
+// walk.
 //
-// A warp walks its task round by round (a round is 32 groups), and within a
-// round row by row: chunk load instruction j of the round reads chunks
-// 32j .. 32j + 31 (32 columns each), so a warp's load reads contiguous
-// bytes; a lane's chunk sums (dp4a of the unpacked codes with the quantized
+// Warp w of W owns the weight rows [w * N / W, (w + 1) * N / W) of the
+// launch's N rows (the products' rows one after another), so a warp's
+// bytes are contiguous and warps differ by at most one row. It walks them
+// in batches of up to kBatch rows of one product, and a batch round by round
+// (a round is 32 groups), row by row within the round. Item = (row, round):
+// chunk load instruction j of the item reads chunks 32j .. 32j + 31 of the
+// round (32 columns each), so a warp load is contiguous bytes (512 at
+// 4-bit); a lane's chunk sums (dp4a of the unpacked codes with the quantized
 // input) are added into group sums by shuffles and handed to lane g = the
-// group within the round, which writes the group's four terms for row r of
-// the task to shared memory. After the round's last row, lane r continues
-// row r's float sequence over the round's groups in order:
+// group within the round, which writes the group's four terms for the row to
+// shared memory. After the round's last row, lane r continues row r's float
+// sequence over the round's groups in order:
 //   y = fma(float(isum), s * d, y);  y = fma(b, xs, y),
 // the tiled kernel's phase 2, so the bits are the same. The sequence is the
-// serial part of the kernel; R lanes share it instead of one.
+// serial part; a batch's rows share it, one lane each.
 //
-// The grid is at most what stays resident; warp w takes tasks w, w + W, ...
-// of all the products' tasks (W warps in all) and keeps the codes of the
-// next D (row, round) items in flight across row, round and task
-// boundaries, so HBM always has D items per warp to serve. Launched as a
-// programmatic dependent (sm_90): the first items' codes, scales and biases
-// are requested before the wait for the kernel that quantized the input.
+// The codes (and scales, biases) of the next D items are in flight across
+// row, round and batch boundaries. Per item the walk costs a few integer
+// operations: the product of a batch is looked up once, in a table the
+// block copies to shared memory. Launched as a programmatic dependent
+// (sm_90): the first items' codes, scales and biases are requested before
+// the wait for the kernel that quantized the input.
 #include <algorithm>
-#include <cstdlib>
 
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/affine_int8_core.cuh"
@@ -33,70 +36,137 @@ namespace {
 
 constexpr int kRowWarps = 8;  // warps per block
 constexpr int kRowBlocksPerSm = 4;
+constexpr int kBatch = 8;  // rows whose float sequences run side by side
 
-// Rounds a lane keeps in flight (P * B words of codes each): two while
-// they fit in 16 words (more spill at 64 registers).
+// Items a lane keeps in flight (P * B words of codes each).
 template <int B, int P>
-constexpr int RoundsInFlight() {
-  return P * B <= 8 ? 2 : 1;
+constexpr int ItemsInFlight() {
+  return P * B <= 8 ? 2 : P * B <= 16 ? 2 : 1;
 }
 
-// A warp's place in its walk: task (global unit of set), round, row within the task.
-template <int R>
-struct Cursor {
-  int64_t task;
-  int round = 0, row = 0;
-  __device__ __forceinline__ void Next(int rounds, int64_t stride) {
-    if (++row < R) return;
-    row = 0;
-    if (++round < rounds) return;
-    round = 0;
-    task += stride;
+// A product as the walk reads it (shared memory).
+struct RowProduct {
+  const uint8_t* codes;
+  const void* scales;
+  const void* biases;
+  float* y;
+  int64_t row_bytes;
+  int32_t first, end;  // its units (rows) in the launch
+  int32_t scale_type;
+  int32_t vec16;
+};
+
+// Where a warp is: batch [s, s + n) of product p (its rows s - first ...),
+// round k, row i of the batch.
+struct Walk {
+  int32_t s = 0, n = 0, p = 0, k = 0, i = 0;
+
+  __device__ __forceinline__ void Batch(const RowProduct* prod, int nprod, int32_t end) {
+    p = 0;
+    for (int q = 1; q < nprod; ++q)
+      if (s >= prod[q].first) p = q;
+    n = min(min(kBatch, end - s), prod[p].end - s);
+  }
+  __device__ __forceinline__ void Next(int rounds, const RowProduct* prod, int nprod, int32_t end) {
+    if (++i < n) return;
+    i = 0;
+    if (++k < rounds) return;
+    k = 0;
+    s += n;
+    if (s < end) Batch(prod, nprod, end);
   }
 };
 
-template <int B, int P, int R>
+// The B code words of chunk c of a row starting at `row`.
+template <int B>
+__device__ __forceinline__ void LoadChunk(const uint8_t* row, int c, bool vec16, uint32_t (&out)[B]) {
+  const uint8_t* p = row + c * (4 * B);
+  if constexpr (B == 4 || B == 8) {
+    if (vec16) {
+      const uint4 v0 = __ldg(reinterpret_cast<const uint4*>(p));
+      out[0] = v0.x, out[1] = v0.y, out[2] = v0.z, out[3] = v0.w;
+      if constexpr (B == 8) {
+        const uint4 v1 = __ldg(reinterpret_cast<const uint4*>(p) + 1);
+        out[4] = v1.x, out[5] = v1.y, out[6] = v1.z, out[7] = v1.w;
+      }
+      return;
+    }
+  }
+  const uint32_t* q = reinterpret_cast<const uint32_t*>(p);
+#pragma unroll
+  for (int i = 0; i < B; ++i) out[i] = __ldg(q + i);
+}
+
+template <int B, int P>
 __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8RowKernel(OutSet set, QRows qr) {
-  constexpr int D = RoundsInFlight<B, P>();
+  constexpr int D = ItemsInFlight<B, P>();
   constexpr int G = 32 / P;  // groups per chunk load instruction
   constexpr unsigned kAll = 0xffffffffu;
-  __shared__ float4 terms[kRowWarps][R][33];  // [row][group], padded: lanes r read one group without conflicts
+  __shared__ float4
+      terms[kRowWarps][kBatch][33];  // [row][group], padded: lanes r read one group without conflicts
+  __shared__ RowProduct prod[kMaxAffineOuts];
+  if (threadIdx.x < kMaxAffineOuts) {
+#pragma unroll
+    for (int q = 0; q < kMaxAffineOuts; ++q) {
+      if (q != static_cast<int>(threadIdx.x))
+        continue;  // constant indices: the set stays in the parameter bank
+      const AffineOut& o = set.out[q];
+      prod[q] = RowProduct{static_cast<const uint8_t*>(o.w.data),
+                           o.w.scales,
+                           o.w.biases,
+                           o.y,
+                           o.w.row_bytes,
+                           set.first_block[q],
+                           set.first_block[q + 1],
+                           o.w.scale_type,
+                           o.w.vec16 ? 1 : 0};
+    }
+  }
+  __syncthreads();
+  const int nprod = set.n;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t tasks = set.first_block[set.n];
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kRowWarps;
-  const int64_t groups = set.out[0].w.groups_per_row, chunks = groups * P;
-  const int rounds = static_cast<int>((groups + 31) / 32);
+  const int64_t units = set.first_block[nprod];
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kRowWarps;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kRowWarps + warp;
+  const int32_t begin = static_cast<int32_t>(gw * units / warps),
+                end = static_cast<int32_t>((gw + 1) * units / warps);
+  if (begin >= end) return;
+  const int groups = static_cast<int>(set.out[0].w.groups_per_row),
+            chunks = groups * P;  // < 2^31: host-checked
+  const int rounds = (groups + 31) / 32;
 
   uint32_t wd[D][P][B];
   float sc[D], bi[D];
-  const auto load = [&](int slot, const Cursor<R>& c) {  // slot: a compile-time index after unrolling
-    if (c.task >= tasks) return;
-    int which;
-    const AffineOut o = set.Of(static_cast<unsigned>(c.task), which);
-    const int64_t row = (c.task - set.first_block[which]) * R + c.row;
-    if (row >= o.w.rows) return;
-    const int64_t c0 = static_cast<int64_t>(c.round) * 32 * P + lane;
+  const auto load = [&](int slot, const Walk& c) {  // slot: a compile-time index after unrolling
+    if (c.s >= end) return;
+    const RowProduct& pr = prod[c.p];
+    const int64_t row = c.s - pr.first + c.i;
+    const uint8_t* base = pr.codes + row * pr.row_bytes;
+    const int c0 = c.k * 32 * P + lane;
 #pragma unroll
     for (int j = 0; j < P; ++j)
-      if (c0 + 32 * j < chunks) LoadChunkWords<B>(o.w, row, c0 + 32 * j, wd[slot][j]);
-    const int64_t g = static_cast<int64_t>(c.round) * 32 + lane;
+      if (c0 + 32 * j < chunks) LoadChunk<B>(base, c0 + 32 * j, pr.vec16 != 0, wd[slot][j]);
+    const int g = c.k * 32 + lane;
     if (g < groups) {
-      sc[slot] = LoadScale(o.w.scale_type, o.w.scales, row * groups + g);
-      bi[slot] = LoadScale(o.w.scale_type, o.w.biases, row * groups + g);
+      sc[slot] = LoadScale(pr.scale_type, pr.scales, row * groups + g);
+      bi[slot] = LoadScale(pr.scale_type, pr.biases, row * groups + g);
     }
   };
-  Cursor<R> ahead{static_cast<int64_t>(blockIdx.x) * kRowWarps + warp};
-  Cursor<R> at = ahead;
+  Walk ahead;
+  ahead.s = begin;
+  ahead.Batch(prod, nprod, end);
+  Walk at = ahead;
 #pragma unroll
-  for (int d = 0; d < D; ++d) load(d, ahead), ahead.Next(rounds, stride);
+  for (int d = 0; d < D; ++d) load(d, ahead), ahead.Next(rounds, prod, nprod, end);
   WaitForPredecessor();
+  AllowDependents();  // the next op may launch; it waits for this one
 
-  float acc = 0.0f;  // lane r: row r of the task
-  while (at.task < tasks) {
+  float acc = 0.0f;  // lane r: row r of the batch
+  while (at.s < end) {
 #pragma unroll
     for (int d = 0; d < D; ++d) {
-      if (at.task >= tasks) break;
-      const int64_t c0 = static_cast<int64_t>(at.round) * 32 * P + lane;
+      if (at.s >= end) break;
+      const int c0 = at.k * 32 * P + lane;
       int s[P];
 #pragma unroll
       for (int j = 0; j < P; ++j) {
@@ -122,32 +192,31 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
         const int v = __shfl_sync(kAll, s[j], (lane % G) * P);
         if (lane / G == j) isum = v;
       }
-      const int64_t g = static_cast<int64_t>(at.round) * 32 + lane;
+      const int g = at.k * 32 + lane;
       if (g < groups)
-        terms[warp][at.row][lane] = make_float4(__int2float_rn(isum), __fmul_rn(sc[d], qr.d[g]), bi[d], qr.xs[g]);
-      load(d, ahead);  // the slot's next item flies during the chain
-      ahead.Next(rounds, stride);
-      if (at.row == R - 1) {  // the round's last row: the rows' float sequences
+        terms[warp][at.i][lane] =
+            make_float4(__int2float_rn(isum), __fmul_rn(sc[d], qr.d[g]), bi[d], qr.xs[g]);
+      load(d, ahead);  // the slot's next item flies during the sequence
+      ahead.Next(rounds, prod, nprod, end);
+      if (at.i == at.n - 1) {  // the round's last row: the rows' float sequences
         __syncwarp();
-        if (lane < R) {
-          const int nch = static_cast<int>(min(static_cast<int64_t>(32), groups - static_cast<int64_t>(at.round) * 32));
+        if (lane < at.n) {
+          const int nch = min(32, groups - at.k * 32);
 #pragma unroll 8
           for (int gl = 0; gl < nch; ++gl) {
             const float4 t = terms[warp][lane][gl];
             acc = __fmaf_rn(t.x, t.y, acc);
             acc = __fmaf_rn(t.z, t.w, acc);
           }
-          if (at.round == rounds - 1) {  // the task's rows are done
-            int which;
-            const AffineOut o = set.Of(static_cast<unsigned>(at.task), which);
-            const int64_t row = (at.task - set.first_block[which]) * R + lane;
-            if (row < o.w.rows) o.y[row] = acc;
+          if (at.k == rounds - 1) {  // the batch's rows are done
+            const RowProduct& pr = prod[at.p];
+            pr.y[at.s - pr.first + lane] = acc;
             acc = 0.0f;
           }
         }
         __syncwarp();
       }
-      at.Next(rounds, stride);
+      at.Next(rounds, prod, nprod, end);
     }
   }
 }
@@ -162,46 +231,31 @@ int ResidentBlocks() {
   return sms * kRowBlocksPerSm;
 }
 
-// Rows per task. One (lane 0 alone continues the float sequences) unless
-// the launch has so many rows that four per task still leave every
-// resident warp 8 tasks: measured on the H200 (docs/benchmarks.md,
-// 2026-12-02 "one-row kernel"), more rows per task cut the serial part but
-// leave fewer warps to keep loads in flight, which only the LM head's
-// 262144 rows can afford. G4_CUDA_ROW_TASK=1|4 forces one (for tests and
-// measurements).
-int RowsPerTask(int64_t rows) {
-  static const int forced = [] {
-    const char* e = std::getenv("G4_CUDA_ROW_TASK");
-    const int v = e ? std::atoi(e) : 0;
-    return v == 1 || v == 4 ? v : 0;
-  }();
-  if (forced) return forced;
-  const int64_t warps = static_cast<int64_t>(ResidentBlocks()) * kRowWarps;
-  return rows >= 4 * 8 * warps ? 4 : 1;
-}
-
-template <int B, int P, int R>
+template <int B, int P>
 void Launch(std::span<const AffineOut> outs, const QRows& qr, cudaStream_t stream) {
-  const OutSet set = MakeOutSet(outs, R, "[cuda] AffineInt8RowMatMul");
+  static const bool configured = [] {  // 4 blocks' terms (34 KB each) in shared memory, the rest L1
+    G4_CUDA_CHECK(
+        cudaFuncSetAttribute(AffineInt8RowKernel<B, P>, cudaFuncAttributePreferredSharedMemoryCarveout, 60));
+    return true;
+  }();
+  (void)configured;
+  const OutSet set = MakeOutSet(outs, 1, "[cuda] AffineInt8RowMatMul");
   const int64_t blocks = (set.first_block[set.n] + kRowWarps - 1) / kRowWarps;
   if (blocks == 0) return;
-  LaunchDependent(AffineInt8RowKernel<B, P, R>,
-                  dim3(static_cast<unsigned>(std::min<int64_t>(blocks, ResidentBlocks()))), dim3(kRowWarps * 32),
-                  stream, set, qr);
-}
-
-template <int B, int P>
-void LaunchForTask(int64_t rows, std::span<const AffineOut> outs, const QRows& qr, cudaStream_t stream) {
-  if (RowsPerTask(rows) == 4) return Launch<B, P, 4>(outs, qr, stream);
-  return Launch<B, P, 1>(outs, qr, stream);
+  LaunchDependent(AffineInt8RowKernel<B, P>,
+                  dim3(static_cast<unsigned>(std::min<int64_t>(blocks, ResidentBlocks()))),
+                  dim3(kRowWarps * 32), 0, stream, set, qr);
 }
 
 template <int B>
-void LaunchForBits(int group, int64_t rows, std::span<const AffineOut> outs, const QRows& qr, cudaStream_t stream) {
+void LaunchForBits(int group, std::span<const AffineOut> outs, const QRows& qr, cudaStream_t stream) {
   switch (group) {
-    case 32: return LaunchForTask<B, 1>(rows, outs, qr, stream);
-    case 64: return LaunchForTask<B, 2>(rows, outs, qr, stream);
-    default: return LaunchForTask<B, 4>(rows, outs, qr, stream);
+    case 32:
+      return Launch<B, 1>(outs, qr, stream);
+    case 64:
+      return Launch<B, 2>(outs, qr, stream);
+    default:
+      return Launch<B, 4>(outs, qr, stream);
   }
 }
 
@@ -211,15 +265,19 @@ void AffineInt8RowMatMul(std::span<const AffineOut> outs, int bits, const QRows&
   G4_CHECK_MSG(!outs.empty(), "[cuda] AffineInt8RowMatMul: no products");
   const DevWeight& w0 = outs[0].w;
   if (w0.groups_per_row == 0) return;
-  int64_t rows = 0;
-  for (const AffineOut& o : outs) rows += o.w.rows;
   switch (bits) {
-    case 2: return LaunchForBits<2>(w0.group, rows, outs, qr, stream);
-    case 3: return LaunchForBits<3>(w0.group, rows, outs, qr, stream);
-    case 4: return LaunchForBits<4>(w0.group, rows, outs, qr, stream);
-    case 5: return LaunchForBits<5>(w0.group, rows, outs, qr, stream);
-    case 6: return LaunchForBits<6>(w0.group, rows, outs, qr, stream);
-    default: return LaunchForBits<8>(w0.group, rows, outs, qr, stream);
+    case 2:
+      return LaunchForBits<2>(w0.group, outs, qr, stream);
+    case 3:
+      return LaunchForBits<3>(w0.group, outs, qr, stream);
+    case 4:
+      return LaunchForBits<4>(w0.group, outs, qr, stream);
+    case 5:
+      return LaunchForBits<5>(w0.group, outs, qr, stream);
+    case 6:
+      return LaunchForBits<6>(w0.group, outs, qr, stream);
+    default:
+      return LaunchForBits<8>(w0.group, outs, qr, stream);
   }
 }
 
