@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace g4::cuda {
 namespace {
@@ -80,6 +81,24 @@ __device__ __forceinline__ int WindowBegin(int begin, int count, int size) {
   return size > 0 && size < count ? begin + count - size : begin;
 }
 
+// f(i, l[i]) for i = threadIdx.x, + blockDim.x, ... < V, in that order per
+// thread; the loads of kUnroll consecutive i go out together (a thread walks
+// 256 elements of a 262144-word vocabulary: one load at a time would leave
+// the walk bound by load latency).
+template <typename F>
+__device__ __forceinline__ void ForEachLogit(const float* l, int V, F f) {
+  constexpr int kUnroll = 8;
+  const int step = static_cast<int>(blockDim.x);
+  for (int i0 = threadIdx.x; i0 < V; i0 += kUnroll * step) {
+    float v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = i0 + u * step < V ? l[i0 + u * step] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (i0 + u * step < V) f(i0 + u * step, v[u]);
+  }
+}
+
 struct SampleParamsDev {
   float* logits;
   int64_t ldl;
@@ -98,6 +117,8 @@ struct SampleParamsDev {
 };
 
 __global__ __launch_bounds__(kThreads) void GreedyKernel(SampleParamsDev a) {
+  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
+  AllowDependents();
   __shared__ Best best_shared[32];
   __shared__ double sum_shared[32];
   const int64_t r = blockIdx.x;
@@ -109,7 +130,7 @@ __global__ __launch_bounds__(kThreads) void GreedyKernel(SampleParamsDev a) {
   // A NaN logit (a broken model): the row reports kNonFiniteLogits, its
   // logits untouched, logprobs as the reference leaves them (0, then none).
   bool nan = false;
-  for (int i = threadIdx.x; i < V; i += blockDim.x) nan |= isnan(l[i]);
+  ForEachLogit(l, V, [&](int, float v) { nan |= isnan(v); });
   if (__syncthreads_or(nan)) {
     if (threadIdx.x == 0) {
       a.out_ids[r * a.ld_out] = kNonFiniteLogits;
@@ -165,13 +186,11 @@ __global__ __launch_bounds__(kThreads) void GreedyKernel(SampleParamsDev a) {
   __syncthreads();
   // NaN as -inf, +inf as the largest float; then the argmax.
   Best b{0.0f, -1};
-  for (int i = threadIdx.x; i < V; i += blockDim.x) {
-    float v = l[i];
-    v = isnan(v) ? -INFINITY : (v == INFINITY ? FLT_MAX : v);
-    l[i] = v;
+  ForEachLogit(l, V, [&](int i, float v) {
+    if (isnan(v) || v == INFINITY) l[i] = v = isnan(v) ? -INFINITY : FLT_MAX;
     const Best c{v, i};
     if (Better(c, b)) b = c;
-  }
+  });
   b = BlockBest(b, best_shared);
   const float max = b.v;
   const int token = max > -INFINITY ? b.i : 0;
@@ -179,7 +198,7 @@ __global__ __launch_bounds__(kThreads) void GreedyKernel(SampleParamsDev a) {
   if (a.top < 0) return;
   // Logprobs: lse = max + log(sum exp(l - max)).
   double s = 0;
-  for (int i = threadIdx.x; i < V; i += blockDim.x) s += exp(static_cast<double>(l[i]) - max);
+  ForEachLogit(l, V, [&](int, float v) { s += exp(static_cast<double>(v) - max); });
   s = BlockSum(s, sum_shared);
   const bool finite = max > -INFINITY;
   const double lse = finite ? static_cast<double>(max) + log(s) : -HUGE_VAL;
@@ -192,11 +211,11 @@ __global__ __launch_bounds__(kThreads) void GreedyKernel(SampleParamsDev a) {
   for (int j = 0; j < a.top; ++j) {
     Best c{0.0f, -1};
     if (j < V) {
-      for (int i = threadIdx.x; i < V; i += blockDim.x) {
-        const Best e{l[i], i};
+      ForEachLogit(l, V, [&](int i, float v) {
+        const Best e{v, i};
         const bool after = prev.i < 0 || prev.v > e.v || (prev.v == e.v && e.i > prev.i);
         if (after && Better(e, c)) c = e;
-      }
+      });
     }
     c = BlockBest(c, best_shared);
     if (threadIdx.x == 0) {
@@ -228,7 +247,7 @@ void SampleGreedyRows(const SampleArgs& args, cudaStream_t stream) {
     a.lp_values = args.logprob_values.f32();
     a.ld_lp_values = args.logprob_values.rows > 1 ? args.logprob_values.stride : args.logprob_values.cols;
   }
-  GreedyKernel<<<static_cast<unsigned>(args.logits.rows), kThreads, 0, stream>>>(a);
+  LaunchDependent(GreedyKernel, dim3(static_cast<unsigned>(args.logits.rows)), dim3(kThreads), 0, stream, a);
   G4_CUDA_LAUNCHED();
 }
 
