@@ -25,8 +25,8 @@ namespace g4::cuda {
 
 namespace {
 
-constexpr int kRows = 32;     // weight rows per block (one per lane)
-constexpr int kChunk = 32;    // groups per shared-memory round
+constexpr int kRows = 32;   // weight rows per block (one per lane)
+constexpr int kChunk = 32;  // groups per shared-memory round
 constexpr int kWarps = 8;
 constexpr int kMaxMt = 8;
 
@@ -37,7 +37,8 @@ size_t Align256(size_t n) { return (n + 255) / 256 * 256; }
 __global__ __launch_bounds__(256) void QuantizeKernel(const float* __restrict__ x, int64_t ldx,
                                                       const float* __restrict__ u, int64_t ldu,
                                                       const int32_t* __restrict__ src_rows, int32_t per_entry,
-                                                      int64_t rows, int64_t k, int group, int bits, QRows qr) {
+                                                      int64_t rows, int64_t k, int group, int bits,
+                                                      QRows qr) {
   AllowDependents();  // a one-row MatMul may start requesting its weights
   WaitForPredecessor();
   const int64_t groups = k / group;
@@ -61,8 +62,8 @@ struct ChunkLoads {
   uint32_t wd[kRowsPerWarp][P][B];
   float s[kRowsPerWarp], b[kRowsPerWarp];
 
-  __device__ __forceinline__ void Load(const DevWeight& w, const int64_t (&rows)[kRowsPerWarp], int lane, int64_t c0,
-                                       int nch) {
+  __device__ __forceinline__ void Load(const DevWeight& w, const int64_t (&rows)[kRowsPerWarp], int lane,
+                                       int64_t c0, int nch) {
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
 #pragma unroll
@@ -81,7 +82,8 @@ struct ChunkLoads {
 
 // Two blocks per SM where the registers allow (128 each).
 template <int B, int MT, int P>
-__global__ __launch_bounds__(kWarps * 32, P <= 2 ? 2 : 1) void AffineInt8Kernel(OutSet set, QRows qr, TileSource src) {
+__global__ __launch_bounds__(kWarps * 32, P <= 2 ? 2 : 1) void AffineInt8Kernel(OutSet set, QRows qr,
+                                                                                TileSource src) {
   __shared__ int isum[MT][kRows][kChunk + 1];
   __shared__ float sc[kRows][kChunk + 1], bi[kRows][kChunk + 1];
   __shared__ float ds[MT][kChunk], xss[MT][kChunk];
@@ -168,7 +170,8 @@ __global__ __launch_bounds__(kWarps * 32, P <= 2 ? 2 : 1) void AffineInt8Kernel(
     __syncthreads();
     // The next round's codes fly while phase 2 runs.
     if (c0 + kChunk < groups)
-      ld.Load(w, rows, lane, c0 + kChunk, static_cast<int>(min(static_cast<int64_t>(kChunk), groups - c0 - kChunk)));
+      ld.Load(w, rows, lane, c0 + kChunk,
+              static_cast<int>(min(static_cast<int64_t>(kChunk), groups - c0 - kChunk)));
     // Phase 2: output (pm, n0 + lane), the round's groups in order.
     if (pm < MT) {
 #pragma unroll 8
@@ -188,21 +191,32 @@ void LaunchForPieces(int mt, const OutSet& set, const QRows& qr, const TileSourc
                      cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(set.first_block[set.n]), static_cast<unsigned>(tiles));
   switch (mt) {
-    case 1: AffineInt8Kernel<B, 1, P><<<grid, kWarps * 32, 0, stream>>>(set, qr, src); break;
-    case 2: AffineInt8Kernel<B, 2, P><<<grid, kWarps * 32, 0, stream>>>(set, qr, src); break;
-    case 4: AffineInt8Kernel<B, 4, P><<<grid, kWarps * 32, 0, stream>>>(set, qr, src); break;
-    default: AffineInt8Kernel<B, 8, P><<<grid, kWarps * 32, 0, stream>>>(set, qr, src); break;
+    case 1:
+      AffineInt8Kernel<B, 1, P><<<grid, kWarps * 32, 0, stream>>>(set, qr, src);
+      break;
+    case 2:
+      AffineInt8Kernel<B, 2, P><<<grid, kWarps * 32, 0, stream>>>(set, qr, src);
+      break;
+    case 4:
+      AffineInt8Kernel<B, 4, P><<<grid, kWarps * 32, 0, stream>>>(set, qr, src);
+      break;
+    default:
+      AffineInt8Kernel<B, 8, P><<<grid, kWarps * 32, 0, stream>>>(set, qr, src);
+      break;
   }
   G4_CUDA_LAUNCHED();
 }
 
 template <int B>
-void LaunchForBits(int mt, const OutSet& set, int group, const QRows& qr, const TileSource& src, int64_t tiles,
-                   cudaStream_t stream) {
+void LaunchForBits(int mt, const OutSet& set, int group, const QRows& qr, const TileSource& src,
+                   int64_t tiles, cudaStream_t stream) {
   switch (group) {
-    case 32: return LaunchForPieces<B, 1>(mt, set, qr, src, tiles, stream);
-    case 64: return LaunchForPieces<B, 2>(mt, set, qr, src, tiles, stream);
-    default: return LaunchForPieces<B, 4>(mt, set, qr, src, tiles, stream);
+    case 32:
+      return LaunchForPieces<B, 1>(mt, set, qr, src, tiles, stream);
+    case 64:
+      return LaunchForPieces<B, 2>(mt, set, qr, src, tiles, stream);
+    default:
+      return LaunchForPieces<B, 4>(mt, set, qr, src, tiles, stream);
   }
 }
 
@@ -233,25 +247,32 @@ void QuantizeRows(const float* x, int64_t ldx, const float* u, int64_t ldu, cons
   if (warps == 0) return;
   const int64_t blocks = (warps + 7) / 8;
   G4_CHECK_MSG(blocks < (int64_t{1} << 31), "[cuda] QuantizeRows: too many rows");
-  LaunchDependent(QuantizeKernel, dim3(static_cast<unsigned>(blocks)), dim3(256), stream, x, ldx, u, ldu, src_rows,
-                  per_entry, rows, k, group, bits, qr);
+  LaunchDependent(QuantizeKernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream, x, ldx, u, ldu,
+                  src_rows, per_entry, rows, k, group, bits, qr);
 }
 
-void AffineInt8MatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, const TileSource& src, int mt,
-                      int64_t tiles, cudaStream_t stream) {
+void AffineInt8MatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, const TileSource& src,
+                      int mt, int64_t tiles, cudaStream_t stream) {
   G4_CHECK_MSG(mt == 1 || mt == 2 || mt == 4 || mt == kMaxMt, "[cuda] AffineInt8MatMul: tile rows");
   G4_CHECK_MSG(tiles <= 65535, "[cuda] MatMul: too many input rows for one launch");
-  G4_CHECK_MSG(src.table == nullptr || outs.size() == 1, "[cuda] AffineInt8MatMul: one product for expert tiles");
+  G4_CHECK_MSG(src.table == nullptr || outs.size() == 1,
+               "[cuda] AffineInt8MatMul: one product for expert tiles");
   const OutSet set = MakeOutSet(outs, kRows, "[cuda] AffineInt8MatMul");
   if (tiles == 0 || set.first_block[set.n] == 0) return;
   const int group = outs[0].w.group;
   switch (bits) {
-    case 2: return LaunchForBits<2>(mt, set, group, qr, src, tiles, stream);
-    case 3: return LaunchForBits<3>(mt, set, group, qr, src, tiles, stream);
-    case 4: return LaunchForBits<4>(mt, set, group, qr, src, tiles, stream);
-    case 5: return LaunchForBits<5>(mt, set, group, qr, src, tiles, stream);
-    case 6: return LaunchForBits<6>(mt, set, group, qr, src, tiles, stream);
-    default: return LaunchForBits<8>(mt, set, group, qr, src, tiles, stream);
+    case 2:
+      return LaunchForBits<2>(mt, set, group, qr, src, tiles, stream);
+    case 3:
+      return LaunchForBits<3>(mt, set, group, qr, src, tiles, stream);
+    case 4:
+      return LaunchForBits<4>(mt, set, group, qr, src, tiles, stream);
+    case 5:
+      return LaunchForBits<5>(mt, set, group, qr, src, tiles, stream);
+    case 6:
+      return LaunchForBits<6>(mt, set, group, qr, src, tiles, stream);
+    default:
+      return LaunchForBits<8>(mt, set, group, qr, src, tiles, stream);
   }
 }
 

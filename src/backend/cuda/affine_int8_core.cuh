@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <utility>
 
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
+#include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 
 namespace g4::cuda {
@@ -41,8 +41,9 @@ __device__ __forceinline__ int CvtLikeX86(float v) {
 // l + 32, ...; codes to qrow (QPos order), d and xs to *d_out and *xs_out.
 // Both QuantizeKernel and the one-row MatMul's fused path call this, so
 // their bits agree.
-__device__ __forceinline__ void QuantizeGroup(const float* xg, const float* ug, int group, int bits, int64_t g,
-                                              int lane, int8_t* qrow, float* d_out, float* xs_out) {
+__device__ __forceinline__ void QuantizeGroup(const float* xg, const float* ug, int group, int bits,
+                                              int64_t g, int lane, int8_t* qrow, float* d_out,
+                                              float* xs_out) {
   const int per = group / 32;  // 1, 2 or 4
   float v[4];
   uint32_t amax = 0;
@@ -154,29 +155,6 @@ inline OutSet MakeOutSet(std::span<const AffineOut> outs, int64_t rows_per_unit,
   G4_CHECK_MSG(units < (int64_t{1} << 31), fail("too many weight rows").c_str());
   set.first_block[set.n] = static_cast<int32_t>(units);
   return set;
-}
-
-// Programmatic dependent launch (sm_90): a kernel launched with
-// LaunchDependent may start once every block of its predecessor in the
-// stream has exited or called AllowDependents; it must WaitForPredecessor
-// (the predecessor complete, its writes visible) before it reads what came
-// before or writes anything. A no-op when the kernel was launched plainly.
-__device__ __forceinline__ void WaitForPredecessor() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-// Lets the next kernel (if launched with LaunchDependent) start now.
-__device__ __forceinline__ void AllowDependents() { asm volatile("griddepcontrol.launch_dependents;"); }
-
-template <typename... Params, typename... Args>
-void LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  G4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
 }  // namespace g4::cuda

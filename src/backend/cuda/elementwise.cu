@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 
 namespace g4::cuda {
@@ -23,6 +24,8 @@ constexpr int kThreads = 256;
 // Calls f(r, c) for every element; r and c from a flat index.
 template <typename F>
 __global__ void ForEachKernel(int64_t rows, int64_t cols, F f) {
+  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
+  AllowDependents();
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -35,7 +38,8 @@ void ForEach(int64_t rows, int64_t cols, F f, cudaStream_t stream) {
   const int64_t n = rows * cols;
   if (n == 0) return;
   const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{1} << 20);
-  ForEachKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(rows, cols, f);
+  LaunchDependent(ForEachKernel<F>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, rows,
+                  cols, f);
   G4_CUDA_LAUNCHED();
 }
 
@@ -55,7 +59,9 @@ struct AddOp {
 struct ScaleOp {
   View2 x;
   float s;
-  __device__ void operator()(int64_t r, int64_t c) const { x.p[r * x.stride + c] = x.p[r * x.stride + c] * s; }
+  __device__ void operator()(int64_t r, int64_t c) const {
+    x.p[r * x.stride + c] = x.p[r * x.stride + c] * s;
+  }
 };
 struct ScaleColumnsOp {
   View2 x, y;
@@ -76,8 +82,10 @@ struct SoftcapOp {
 };
 
 template <typename T>
-__global__ void GatherKernel(const uint8_t* src, int64_t src_stride_bytes, int64_t src_rows, const int32_t* rows,
-                             uint8_t* dst, int64_t dst_stride_bytes, int64_t cols) {
+__global__ void GatherKernel(const uint8_t* src, int64_t src_stride_bytes, int64_t src_rows,
+                             const int32_t* rows, uint8_t* dst, int64_t dst_stride_bytes, int64_t cols) {
+  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
+  AllowDependents();
   const int64_t i = blockIdx.y;
   const int32_t r = rows[i];
   if (r < 0 || r >= src_rows) __trap();  // ops.h: row indices in range
@@ -96,7 +104,9 @@ void GeluMul(const TensorView& g, const TensorView& u, const TensorView& out, cu
 void Add(const TensorView& a, const TensorView& b, const TensorView& y, cudaStream_t stream) {
   ForEach(a.rows, a.cols, AddOp{V(a), V(b), V(y)}, stream);
 }
-void Scale(const TensorView& x, float s, cudaStream_t stream) { ForEach(x.rows, x.cols, ScaleOp{V(x), s}, stream); }
+void Scale(const TensorView& x, float s, cudaStream_t stream) {
+  ForEach(x.rows, x.cols, ScaleOp{V(x), s}, stream);
+}
 void ScaleColumns(const TensorView& x, const float* col, float s, const TensorView& y, cudaStream_t stream) {
   ForEach(x.rows, x.cols, ScaleColumnsOp{V(x), V(y), col, s}, stream);
 }
@@ -106,19 +116,31 @@ void Softcap(const TensorView& x, float cap, cudaStream_t stream) {
 
 void GatherRows(const TensorView& src, const int32_t* rows, const TensorView& dst, cudaStream_t stream) {
   const int64_t e = static_cast<int64_t>(src.element_bytes());
-  const int64_t ss = (src.rows > 1 ? src.stride : src.cols) * e, ds = (dst.rows > 1 ? dst.stride : dst.cols) * e;
+  const int64_t ss = (src.rows > 1 ? src.stride : src.cols) * e,
+                ds = (dst.rows > 1 ? dst.stride : dst.cols) * e;
   G4_CHECK_MSG(dst.rows <= 65535, "[cuda] GatherRows: too many rows");
   const int64_t cols = dst.cols;
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((cols + 255) / 256, 1024)), static_cast<unsigned>(dst.rows));
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((cols + 255) / 256, 1024)),
+                  static_cast<unsigned>(dst.rows));
   const uint8_t* s = static_cast<const uint8_t*>(src.data);
   uint8_t* d = static_cast<uint8_t*>(dst.data);
   switch (e) {
-    case 1: GatherKernel<uint8_t><<<grid, 256, 0, stream>>>(s, ss, src.rows, rows, d, ds, cols); break;
-    case 2: GatherKernel<uint16_t><<<grid, 256, 0, stream>>>(s, ss, src.rows, rows, d, ds, cols); break;
-    case 4: GatherKernel<uint32_t><<<grid, 256, 0, stream>>>(s, ss, src.rows, rows, d, ds, cols); break;
+    case 1:
+      LaunchDependent(GatherKernel<uint8_t>, dim3(grid), dim3(256), 0, stream, s, ss, src.rows, rows, d, ds,
+                      cols);
+      break;
+    case 2:
+      LaunchDependent(GatherKernel<uint16_t>, dim3(grid), dim3(256), 0, stream, s, ss, src.rows, rows, d, ds,
+                      cols);
+      break;
+    case 4:
+      LaunchDependent(GatherKernel<uint32_t>, dim3(grid), dim3(256), 0, stream, s, ss, src.rows, rows, d, ds,
+                      cols);
+      break;
     default:
       G4_CHECK_MSG(e == 8, "[cuda] GatherRows: element size");
-      GatherKernel<uint64_t><<<grid, 256, 0, stream>>>(s, ss, src.rows, rows, d, ds, cols);
+      LaunchDependent(GatherKernel<uint64_t>, dim3(grid), dim3(256), 0, stream, s, ss, src.rows, rows, d, ds,
+                      cols);
   }
   G4_CUDA_LAUNCHED();
 }

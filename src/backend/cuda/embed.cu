@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/matmul.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace g4::cuda {
 namespace {
@@ -24,8 +25,10 @@ __device__ __forceinline__ float TableValue(const DevWeight& w, int fmt, int64_t
   return __fmaf_rn(q, LoadScale(w.scale_type, w.scales, g), LoadScale(w.scale_type, w.biases, g));
 }
 
-__global__ void EmbedKernel(DevWeight w, int fmt, const int32_t* __restrict__ ids, int64_t n, float scale, float* out,
-                            int64_t ldo) {
+__global__ void EmbedKernel(DevWeight w, int fmt, const int32_t* __restrict__ ids, int64_t n, float scale,
+                            float* out, int64_t ldo) {
+  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
+  AllowDependents();
   const int64_t d = w.cols;
   const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (idx >= n * d) return;
@@ -37,11 +40,12 @@ __global__ void EmbedKernel(DevWeight w, int fmt, const int32_t* __restrict__ id
 
 }  // namespace
 
-void Embed(const WeightMatrix& table, const int32_t* ids, float scale, const TensorView& out, cudaStream_t stream) {
+void Embed(const WeightMatrix& table, const int32_t* ids, float scale, const TensorView& out,
+           cudaStream_t stream) {
   const int64_t n = out.rows * out.cols;
   const int64_t ldo = out.rows > 1 ? out.stride : out.cols;
-  EmbedKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(MakeDevWeight(table), WeightFormat(table),
-                                                                          ids, out.rows, scale, out.f32(), ldo);
+  LaunchDependent(EmbedKernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, stream,
+                  MakeDevWeight(table), WeightFormat(table), ids, out.rows, scale, out.f32(), ldo);
   G4_CUDA_LAUNCHED();
 }
 

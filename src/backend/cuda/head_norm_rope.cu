@@ -7,6 +7,7 @@
 // lanes l and l + 16 trade halves. Other head sizes run the plain ops.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/rope.cuh"
 #include "backend/cuda/row_norm.cuh"
 
@@ -29,10 +30,12 @@ struct HeadParts {
 
 // kPerLane = head_dim / 32.
 template <int kPerLane>
-__global__ __launch_bounds__(kWarpsPerBlock * 32) void HeadNormRopeKernel(HeadParts parts, int64_t rows,
-                                                                          const int32_t* __restrict__ positions,
-                                                                          const float* __restrict__ inv_freq,
-                                                                          float eps) {
+__global__ __launch_bounds__(kWarpsPerBlock *
+                             32) void HeadNormRopeKernel(HeadParts parts, int64_t rows,
+                                                         const int32_t* __restrict__ positions,
+                                                         const float* __restrict__ inv_freq, float eps) {
+  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
+  AllowDependents();
   constexpr int D = kPerLane * 32;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (gw >= rows * parts.heads_total) return;  // whole warps leave together
@@ -71,7 +74,8 @@ __global__ __launch_bounds__(kWarpsPerBlock * 32) void HeadNormRopeKernel(HeadPa
       v[0] = first ? a : b;
     } else {
 #pragma unroll
-      for (int i = 0; i < kPerLane / 2; ++i) RotatePair(v[i], v[i + kPerLane / 2], pos, inv_freq[lane + 32 * i]);
+      for (int i = 0; i < kPerLane / 2; ++i)
+        RotatePair(v[i], v[i + kPerLane / 2], pos, inv_freq[lane + 32 * i]);
     }
   }
 #pragma unroll
@@ -84,8 +88,8 @@ template <int kPerLane>
 void Launch(const HeadParts& parts, int64_t rows, const HeadNormRopeArgs& a, cudaStream_t stream) {
   const int64_t warps = rows * parts.heads_total;
   const int64_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  HeadNormRopeKernel<kPerLane><<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, stream>>>(
-      parts, rows, a.positions, a.inv_freq, a.eps);
+  LaunchDependent(HeadNormRopeKernel<kPerLane>, dim3(static_cast<unsigned>(blocks)),
+                  dim3(kWarpsPerBlock * 32), 0, stream, parts, rows, a.positions, a.inv_freq, a.eps);
   G4_CUDA_LAUNCHED();
 }
 
@@ -102,12 +106,18 @@ void HeadNormRope(const HeadNormRopeArgs& a, cudaStream_t stream) {
   if (a.v.data != nullptr) parts.p[n++] = HeadPart{a.v.f32(), Ld(a.v), a.kv_heads, nullptr, false};
   for (int i = 0; i < n; ++i) parts.heads_total += parts.p[i].heads;
   switch (D) {
-    case 32: return Launch<1>(parts, T, a, stream);
-    case 64: return Launch<2>(parts, T, a, stream);
-    case 128: return Launch<4>(parts, T, a, stream);
-    case 256: return Launch<8>(parts, T, a, stream);
-    case 512: return Launch<16>(parts, T, a, stream);
-    default: break;
+    case 32:
+      return Launch<1>(parts, T, a, stream);
+    case 64:
+      return Launch<2>(parts, T, a, stream);
+    case 128:
+      return Launch<4>(parts, T, a, stream);
+    case 256:
+      return Launch<8>(parts, T, a, stream);
+    case 512:
+      return Launch<16>(parts, T, a, stream);
+    default:
+      break;
   }
   // The plain ops.
   const auto norm = [&](const TensorView& x, int heads, const float* weight) {

@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kv_codec.cuh"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/lloyd_max.h"
 #include "core/check.h"
 
@@ -119,12 +120,12 @@ __device__ void EncodeRecord(const DevStore& s, float* k, float* v, uint8_t* rec
   const int groups = W / 32;
   for (int g = threadIdx.x; g < 2 * groups; g += blockDim.x) {
     if (g < groups) {
-      TurboEncodeKeyGroup(k + 32 * g, f.key_bits, rec + f.k_codes + g * 32 * f.key_bits / 8, rec + f.k_scales + 2 * g,
-                          rec + f.k_biases + 2 * g);
+      TurboEncodeKeyGroup(k + 32 * g, f.key_bits, rec + f.k_codes + g * 32 * f.key_bits / 8,
+                          rec + f.k_scales + 2 * g, rec + f.k_biases + 2 * g);
     } else {
       const int gi = g - groups;
-      TurboEncodeValueGroup(v + 32 * gi, f.value_bits, s.boundaries, rec + f.v_codes + gi * 32 * f.value_bits / 8,
-                            rec + f.v_scales + 2 * gi);
+      TurboEncodeValueGroup(v + 32 * gi, f.value_bits, s.boundaries,
+                            rec + f.v_codes + gi * 32 * f.value_bits / 8, rec + f.v_scales + 2 * gi);
     }
   }
 }
@@ -136,11 +137,12 @@ struct DevRows {
   const int32_t* kv_len;
 };
 
-__global__ __launch_bounds__(kThreads) void KvWriteKernel(DevRows rows, DevStore s0, DevStore s1,
-                                                          const int32_t* __restrict__ table, int64_t table_stride,
-                                                          const uint8_t* __restrict__ seq_store, int block_size,
-                                                          const float* __restrict__ k, int64_t ldk,
-                                                          const float* __restrict__ v, int64_t ldv, int width) {
+__global__ __launch_bounds__(kThreads) void KvWriteKernel(
+    DevRows rows, DevStore s0, DevStore s1, const int32_t* __restrict__ table, int64_t table_stride,
+    const uint8_t* __restrict__ seq_store, int block_size, const float* __restrict__ k, int64_t ldk,
+    const float* __restrict__ v, int64_t ldv, int width) {
+  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
+  AllowDependents();
   extern __shared__ float kv_rows[];
   const int64_t r = blockIdx.x;
   const int32_t seq = rows.row_seq[r];
@@ -177,7 +179,8 @@ __global__ __launch_bounds__(kThreads) void RecodeKernel(DevStore from, DevStore
   const int W = from.f.width();
   float* kr = kv_rows;
   float* vr = kv_rows + W;
-  const uint8_t* src = from.records + (static_cast<int64_t>(from_blocks[i]) * block_size + t) * from.f.record_bytes;
+  const uint8_t* src =
+      from.records + (static_cast<int64_t>(from_blocks[i]) * block_size + t) * from.f.record_bytes;
   for (int e = threadIdx.x; e < W; e += blockDim.x) {
     kr[e] = DecodeKey(from.f, src, e);
     vr[e] = DecodeValue(from.f, src, e, from.centroids);
@@ -201,13 +204,15 @@ size_t RowsSmem(int width) { return 2 * static_cast<size_t>(width) * sizeof(floa
 template <typename Kernel>
 void AllowSmem(Kernel kernel, size_t bytes, size_t& allowed) {
   if (bytes <= 48 * 1024 || bytes <= allowed) return;
-  G4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  G4_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   allowed = bytes;
 }
 
 }  // namespace
 
-void KvWrite(const StepRows& rows, const PagedKv& kv, const TensorView& k, const TensorView& v, cudaStream_t stream) {
+void KvWrite(const StepRows& rows, const PagedKv& kv, const TensorView& k, const TensorView& v,
+             cudaStream_t stream) {
   const DevStore s0 = MakeDevStore(kv.store[0]), s1 = MakeDevStore(kv.store[1]);
   const int width = static_cast<int>(k.cols);
   const size_t smem = RowsSmem(width);
@@ -215,14 +220,15 @@ void KvWrite(const StepRows& rows, const PagedKv& kv, const TensorView& k, const
   static size_t allowed = 0;
   AllowSmem(KvWriteKernel, smem, allowed);
   const DevRows dr{rows.num_rows, rows.num_seqs, rows.positions, rows.row_seq, rows.kv_len};
-  KvWriteKernel<<<static_cast<unsigned>(rows.num_rows), kThreads, smem, stream>>>(
-      dr, s0, s1, kv.tables.block_table, kv.tables.table_stride, kv.tables.seq_store, kv.block_size, k.f32(),
-      k.rows > 1 ? k.stride : k.cols, v.f32(), v.rows > 1 ? v.stride : v.cols, width);
+  LaunchDependent(KvWriteKernel, dim3(static_cast<unsigned>(rows.num_rows)), dim3(kThreads), smem, stream, dr,
+                  s0, s1, kv.tables.block_table, kv.tables.table_stride, kv.tables.seq_store, kv.block_size,
+                  k.f32(), k.rows > 1 ? k.stride : k.cols, v.f32(), v.rows > 1 ? v.stride : v.cols, width);
   G4_CUDA_LAUNCHED();
 }
 
-void KvRecodeBlocks(const PagedKvStore& from, const PagedKvStore& to, int block_size, const int32_t* from_blocks,
-                    const int32_t* to_blocks, const int32_t* tokens, int64_t n, cudaStream_t stream) {
+void KvRecodeBlocks(const PagedKvStore& from, const PagedKvStore& to, int block_size,
+                    const int32_t* from_blocks, const int32_t* to_blocks, const int32_t* tokens, int64_t n,
+                    cudaStream_t stream) {
   G4_CHECK_MSG(n <= 65535, "[cuda] KvRecodeBlocks: too many blocks for one launch");
   const DevStore f = MakeDevStore(from), t = MakeDevStore(to);
   const size_t smem = RowsSmem(f.f.width());

@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/row_norm.cuh"
 
 namespace g4::cuda {
@@ -35,9 +36,13 @@ __device__ __forceinline__ int ThreadOf() {
 // or before its own writes (a warp: its lanes write only what they read),
 // so y may alias x.
 template <int N>
-__global__ __launch_bounds__(N == 32 ? kRowsPerBlock * 32 : N) void RmsNormKernel(
-    const float* __restrict__ x, int64_t ldx, int64_t rows, int64_t d, const float* __restrict__ weight, float eps,
-    float* y, int64_t ldy) {
+__global__ __launch_bounds__(N == 32 ? kRowsPerBlock * 32
+                                     : N) void RmsNormKernel(const float* __restrict__ x, int64_t ldx,
+                                                             int64_t rows, int64_t d,
+                                                             const float* __restrict__ weight, float eps,
+                                                             float* y, int64_t ldy) {
+  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
+  AllowDependents();
   __shared__ float partial[N / 32];
   const int64_t r = RowOf<N>();
   if (r >= rows) return;  // whole warps (narrow) or whole blocks (wide) leave together
@@ -60,6 +65,8 @@ __global__ __launch_bounds__(N == 32 ? kRowsPerBlock * 32 : N) void AddNormKerne
     float* __restrict__ x, int64_t ldx, const float* __restrict__ o, int64_t ldo, int64_t rows, int64_t d,
     const float* __restrict__ post_weight, float scale, bool scaled, float* __restrict__ next, int64_t ldn,
     const float* __restrict__ next_weight, float eps) {
+  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
+  AllowDependents();
   __shared__ float partial_o[N / 32], partial_x[N / 32];
   const int64_t r = RowOf<N>();
   if (r >= rows) return;
@@ -93,12 +100,12 @@ int64_t Ld(const TensorView& v) { return v.rows > 1 ? v.stride : v.cols; }
 
 void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorView& y, cudaStream_t stream) {
   if (x.cols >= kWideRow) {
-    RmsNormKernel<kWideThreads><<<static_cast<unsigned>(x.rows), kWideThreads, 0, stream>>>(
-        x.f32(), Ld(x), x.rows, x.cols, weight, eps, y.f32(), Ld(y));
+    LaunchDependent(RmsNormKernel<kWideThreads>, dim3(static_cast<unsigned>(x.rows)), dim3(kWideThreads), 0,
+                    stream, x.f32(), Ld(x), x.rows, x.cols, weight, eps, y.f32(), Ld(y));
   } else {
     const int64_t blocks = (x.rows + kRowsPerBlock - 1) / kRowsPerBlock;
-    RmsNormKernel<32><<<static_cast<unsigned>(blocks), kRowsPerBlock * 32, 0, stream>>>(
-        x.f32(), Ld(x), x.rows, x.cols, weight, eps, y.f32(), Ld(y));
+    LaunchDependent(RmsNormKernel<32>, dim3(static_cast<unsigned>(blocks)), dim3(kRowsPerBlock * 32), 0,
+                    stream, x.f32(), Ld(x), x.rows, x.cols, weight, eps, y.f32(), Ld(y));
   }
   G4_CUDA_LAUNCHED();
 }
@@ -109,14 +116,14 @@ void AddNorm(const AddNormArgs& a, cudaStream_t stream) {
   const int64_t ldn = a.next_out.data ? Ld(a.next_out) : 0;
   const bool scaled = a.scale != 1.0f;
   if (d >= kWideRow) {
-    AddNormKernel<kWideThreads><<<static_cast<unsigned>(rows), kWideThreads, 0, stream>>>(
-        a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), rows, d, a.post_weight, a.scale, scaled, next, ldn, a.next_weight,
-        a.eps);
+    LaunchDependent(AddNormKernel<kWideThreads>, dim3(static_cast<unsigned>(rows)), dim3(kWideThreads), 0,
+                    stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), rows, d, a.post_weight, a.scale, scaled,
+                    next, ldn, a.next_weight, a.eps);
   } else {
     const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
-    AddNormKernel<32><<<static_cast<unsigned>(blocks), kRowsPerBlock * 32, 0, stream>>>(
-        a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), rows, d, a.post_weight, a.scale, scaled, next, ldn, a.next_weight,
-        a.eps);
+    LaunchDependent(AddNormKernel<32>, dim3(static_cast<unsigned>(blocks)), dim3(kRowsPerBlock * 32), 0,
+                    stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), rows, d, a.post_weight, a.scale, scaled,
+                    next, ldn, a.next_weight, a.eps);
   }
   G4_CUDA_LAUNCHED();
 }

@@ -20,16 +20,17 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kv_codec.cuh"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/sub_profile.h"
 #include "core/check.h"
 
 namespace g4::cuda {
 namespace {
 
-constexpr int kSplitKeys = 64;     // keys per split: 2 per lane in the softmax step
-constexpr int kWarps = 8;          // per split block
+constexpr int kSplitKeys = 64;  // keys per split: 2 per lane in the softmax step
+constexpr int kWarps = 8;       // per split block
 constexpr int kKeysPerWarp = kSplitKeys / kWarps;
-constexpr int kThreads = 128;      // merge block
+constexpr int kThreads = 128;                         // merge block
 constexpr size_t kPartialBudget = size_t{512} << 20;  // bytes of split states per launch
 
 struct AttnStore {
@@ -83,7 +84,8 @@ __device__ __forceinline__ RowInfo ReadRow(const AttnParams& a, int64_t r) {
 }
 
 // The record of key j (positions fit in 32 bits: 32-bit division).
-__device__ __forceinline__ const uint8_t* Record(const AttnParams& a, const AttnStore& s, int32_t seq, int32_t j) {
+__device__ __forceinline__ const uint8_t* Record(const AttnParams& a, const AttnStore& s, int32_t seq,
+                                                 int32_t j) {
   const int32_t entry = j / a.block_size, slot = j - entry * a.block_size;
   if (entry >= a.table_stride) __trap();
   const int32_t block = a.table[seq * a.table_stride + entry];
@@ -146,7 +148,8 @@ __device__ __forceinline__ void LoadElems(const AttnStore& st, const uint8_t* re
   }
 #pragma unroll
   for (int i = 0; i < D32; ++i)
-    out[i] = i < valid ? (value ? DecodeValue(f, rec, base + i, st.centroids) : DecodeKey(f, rec, base + i)) : 0.0f;
+    out[i] = i < valid ? (value ? DecodeValue(f, rec, base + i, st.centroids) : DecodeKey(f, rec, base + i))
+                       : 0.0f;
 }
 
 // One block of kWarps warps per (row, KV head, split, group of up to GP
@@ -161,11 +164,13 @@ __device__ __forceinline__ void LoadElems(const AttnStore& st, const uint8_t* re
 // Every step's order is fixed by the row alone.
 template <int D32, int GP>
 __global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int head_groups, int group_heads) {
+  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
+  AllowDependents();
   constexpr int KB = D32 <= 8 ? kKeysPerWarp : kKeysPerWarp / 2;  // keys loaded at once
   extern __shared__ float sm[];
-  float* sc = sm;                        // [GP][kSplitKeys] scores, then p
-  float* stats = sc + GP * kSplitKeys;   // [2][GP]: m, l
-  float* red = stats + 2 * GP;           // [kWarps][GP][32 * D32]
+  float* sc = sm;                       // [GP][kSplitKeys] scores, then p
+  float* stats = sc + GP * kSplitKeys;  // [2][GP]: m, l
+  float* red = stats + 2 * GP;          // [kWarps][GP][32 * D32]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t r_local = blockIdx.z, r = a.row0 + r_local;
   const int kh = blockIdx.y;
@@ -192,8 +197,13 @@ __global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int hea
     for (int i = 0; i < D32; ++i) q[g][i] = g < gn && i < valid ? qrow[g * d + e0 + i] : 0.0f;
 
   const int j0 = warp * kKeysPerWarp;  // the warp's first key in the split
-  const uint8_t* my_rec =
-      lane < kKeysPerWarp && j0 + lane < nk ? Record(a, st, ri.seq, static_cast<int32_t>(k_begin + j0 + lane)) : nullptr;
+  const uint8_t* my_rec = lane < kKeysPerWarp && j0 + lane < nk
+                              ? Record(a, st, ri.seq, static_cast<int32_t>(k_begin + j0 + lane))
+                              : nullptr;
+  if (st.vec && my_rec != nullptr) {  // the key's value slice into L2 now: phase 3 reads it after the softmax
+    const uint8_t* v = my_rec + st.f.v_codes + static_cast<int64_t>(kh) * d * st.f.plain_bytes;
+    for (int off = 0; off < d * st.f.plain_bytes; off += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(v + off));
+  }
 
   // 1. scores
 #pragma unroll
@@ -279,7 +289,8 @@ __global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int hea
     for (int w = 1; w < kWarps; ++w) v = v + red[w * kSlice + idx];
     out[2 * G + static_cast<int64_t>(g0 + g) * d + e] = v;
   }
-  if (threadIdx.x < gn) out[g0 + threadIdx.x] = stats[threadIdx.x], out[G + g0 + threadIdx.x] = stats[GP + threadIdx.x];
+  if (threadIdx.x < gn)
+    out[g0 + threadIdx.x] = stats[threadIdx.x], out[G + g0 + threadIdx.x] = stats[GP + threadIdx.x];
 }
 
 template <int D32, int GP>
@@ -291,11 +302,14 @@ void LaunchSplit(const dim3& grid, size_t smem, const AttnParams& a, int head_gr
                                        static_cast<int>(smem)));
     allowed = smem;
   }
-  SplitKernel<D32, GP><<<grid, kWarps * 32, smem, stream>>>(a, head_groups, group_heads);
+  LaunchDependent(SplitKernel<D32, GP>, dim3(grid), dim3(kWarps * 32), smem, stream, a, head_groups,
+                  group_heads);
 }
 
 // One block per (row, query head): merge the row's splits in order.
 __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
+  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
+  AllowDependents();
   extern __shared__ float o[];  // [d]
   const int64_t r_local = blockIdx.y, r = a.row0 + r_local;
   const int h = blockIdx.x, G = a.group, d = a.d, kh = h / G, g = h % G;
@@ -422,24 +436,36 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   }
   const size_t merge_smem = static_cast<size_t>(a.d) * sizeof(float);
   const size_t split_smem =
-      (static_cast<size_t>(GP) * kSplitKeys + 2 * GP + static_cast<size_t>(kWarps) * GP * 32 * D32) * sizeof(float);
+      (static_cast<size_t>(GP) * kSplitKeys + 2 * GP + static_cast<size_t>(kWarps) * GP * 32 * D32) *
+      sizeof(float);
   for (int64_t r0 = 0; r0 < rows; r0 += group_rows) {
     const int64_t n = std::min(group_rows, rows - r0);
     a.row0 = r0;
     const dim3 grid(static_cast<unsigned>(a.splits_max * head_groups), a.kv_heads, static_cast<unsigned>(n));
     {
-    SubProfile sp_split(stream, rows == 1 ? "attention split (1 row)" : "attention split");
-    switch (D32) {
-      case 1: LaunchSplit<1, 16>(grid, split_smem, a, head_groups, group_heads, stream); break;
-      case 2: LaunchSplit<2, 16>(grid, split_smem, a, head_groups, group_heads, stream); break;
-      case 4: LaunchSplit<4, 8>(grid, split_smem, a, head_groups, group_heads, stream); break;
-      case 8: LaunchSplit<8, 4>(grid, split_smem, a, head_groups, group_heads, stream); break;
-      default: LaunchSplit<16, 2>(grid, split_smem, a, head_groups, group_heads, stream); break;
-    }
-    G4_CUDA_LAUNCHED();
+      SubProfile sp_split(stream, rows == 1 ? "attention split (1 row)" : "attention split");
+      switch (D32) {
+        case 1:
+          LaunchSplit<1, 16>(grid, split_smem, a, head_groups, group_heads, stream);
+          break;
+        case 2:
+          LaunchSplit<2, 16>(grid, split_smem, a, head_groups, group_heads, stream);
+          break;
+        case 4:
+          LaunchSplit<4, 8>(grid, split_smem, a, head_groups, group_heads, stream);
+          break;
+        case 8:
+          LaunchSplit<8, 4>(grid, split_smem, a, head_groups, group_heads, stream);
+          break;
+        default:
+          LaunchSplit<16, 2>(grid, split_smem, a, head_groups, group_heads, stream);
+          break;
+      }
+      G4_CUDA_LAUNCHED();
     }
     SubProfile sp_merge(stream, rows == 1 ? "attention merge (1 row)" : "attention merge");
-    MergeKernel<<<dim3(a.heads, static_cast<unsigned>(n)), kThreads, merge_smem, stream>>>(a);
+    LaunchDependent(MergeKernel, dim3(dim3(a.heads, static_cast<unsigned>(n))), dim3(kThreads), merge_smem,
+                    stream, a);
     G4_CUDA_LAUNCHED();
   }
 }

@@ -2,6 +2,7 @@
 // pair).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/rope.cuh"
 
 namespace g4::cuda {
@@ -9,6 +10,8 @@ namespace {
 
 __global__ void RopeKernel(float* x, int64_t ldx, int64_t rows, int heads, int head_dim,
                            const int32_t* __restrict__ positions, const float* __restrict__ inv_freq) {
+  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
+  AllowDependents();
   const int half = head_dim / 2;
   const int64_t per_row = static_cast<int64_t>(heads) * half;
   const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -30,8 +33,8 @@ void Rope(const TensorView& x, int heads, int head_dim, const int32_t* positions
   const int64_t n = x.rows * heads * (head_dim / 2);
   if (n == 0) return;
   const int64_t ldx = x.rows > 1 ? x.stride : x.cols;
-  RopeKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(x.f32(), ldx, x.rows, heads, head_dim,
-                                                                          positions, inv_freq);
+  LaunchDependent(RopeKernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, stream, x.f32(),
+                  ldx, x.rows, heads, head_dim, positions, inv_freq);
   G4_CUDA_LAUNCHED();
 }
 
