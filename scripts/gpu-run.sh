@@ -10,6 +10,7 @@
 #   .gpu-carry/gpu-run.sh profile e4b:q4   # per-op device time of a short decode (G4_CUDA_PROFILE)
 #   .gpu-carry/gpu-run.sh micro            # bench/cuda_ops_bench (MatMul on Gemma 4 shapes)
 #   .gpu-carry/gpu-run.sh peers e4b 12b    # transformers, llama.cpp CUDA and g4 on the same weights (run_peers)
+#   .gpu-carry/gpu-run.sh ncu e4b:q4       # Nsight Compute: kernel time of one decode step by kernel (run_ncu)
 #
 # Logs go to $OUT (or /tmp/g4-gpu-out): summary.txt, tests.log, bench.jsonl,
 # misc.log, profile.log; the last lines printed are a short table. Environment: G4_BENCH_BATCHES (default "1 8 32 64"), G4_BENCH_GEN
@@ -130,6 +131,53 @@ run_profile() {
   grep '\[cuda profile\]' "$out/profile.log" | head -14 | tee -a "$summary"
 }
 
+# ncu PRESET:QUANT: Nsight Compute's duration of every kernel of a short
+# batch-1 decode (G4_NCU_BATCH rows), run without recordings; the kernels of
+# the last decode step (after the last sampling kernel but one) summed per
+# kernel name into $out/ncu-PRESET.txt. G4_NCU_DETAIL=REGEX adds `--set full`
+# for the first G4_NCU_COUNT (default 2) kernels of the last step matching it.
+run_ncu() {
+  local spec=$1 preset quant kv ncu
+  IFS=: read -r preset quant kv <<<"$spec"
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] || { note "ncu: not found"; return; }
+  G4_BENCH_KEEP=1 G4_BENCH_BATCHES= G4_BENCH_PREFILL= run_bench "$spec" || return
+  local dir=/tmp/g4-synth-$preset-$quant csv=$out/ncu-$preset-$quant.csv
+  local args=(bench --model "$dir" --backend cuda --kv "${kv:-plain:bf16}" --batch "${G4_NCU_BATCH:-1}" --prompt 512
+              --gen 3 --memcpy-mib 0)
+  G4_CUDA_GRAPHS=0 timeout 240 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+    "$bin/g4" "${args[@]}" >"$csv" 2>>"$misc" || note "ncu $spec: exit $?"
+  python3 - "$csv" <<'PY' | tee "$out/ncu-$preset-$quant.txt" | tee -a "$summary"
+import csv, re, sys, collections
+rows = []
+for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')):
+    if len(r) > 14 and r[12] == "gpu__time_duration.sum":
+        name = re.split(r"[<(]", r[4].replace("(anonymous namespace)::", ""))[0].split("::")[-1].split()[-1]
+        rows.append((name, float(r[14].replace(",", ""))))
+ends = [i for i, (n, _) in enumerate(rows) if "Greedy" in n]
+step = rows[ends[-2] + 1: ends[-1] + 1] if len(ends) >= 2 else rows[-900:]
+by = collections.OrderedDict()
+for n, t in step:
+    c, s = by.get(n, (0, 0.0)); by[n] = (c + 1, s + t)
+total = sum(t for _, t in step)
+print(f"ncu: {len(rows)} kernels profiled; last decode step {len(step)} kernels, {total/1e3:.1f} us of kernel time")
+for n, (c, s) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+    print(f"  {n:34} {c:5d} x {s/c/1e3:8.2f} us = {s/1e3:9.1f} us ({100*s/total:4.1f} %)")
+PY
+  if [ -n "${G4_NCU_DETAIL:-}" ]; then
+    local skip
+    skip=$(python3 -c "
+import csv, re, sys
+rows=[r[4] for r in csv.reader(l for l in open('$csv') if l.startswith('\"')) if len(r) > 14 and r[12]=='gpu__time_duration.sum']
+m=[i for i,n in enumerate(rows) if re.search('$G4_NCU_DETAIL', n)]
+print(sum(1 for i in m if i < len(rows) - 900) if m else 0)")
+    G4_CUDA_GRAPHS=0 timeout 200 "$ncu" --clock-control none --set full -k "regex:$G4_NCU_DETAIL" --launch-skip "$skip" \
+      --launch-count "${G4_NCU_COUNT:-2}" "$bin/g4" "${args[@]}" >"$out/ncu-detail-$preset-$quant.txt" 2>>"$misc" ||
+      note "ncu detail $spec: exit $?"
+  fi
+  [ -n "${G4_BENCH_KEEP:-}" ] || rm -rf "$dir"
+}
+
 # peers PRESET: the issue's peers on the same weights, in this run: g4 synth
 # bf16; from it g4's MLX 4-bit (g4 quantize --bits 4) and llama.cpp's pure
 # Q4_0 (gguf_export.py), both 4.5 bits per weight; then, batch 1, prompt
@@ -209,8 +257,9 @@ for arg in "$@"; do
     bench) mode=bench ;;
     profile) mode=profile ;;
     peers) mode=peers ;;
+    ncu) mode=ncu ;;
     *) if [ "$mode" = bench ]; then run_bench "$arg"; elif [ "$mode" = profile ]; then run_profile "$arg";
-       elif [ "$mode" = peers ]; then run_peers "$arg"; fi ;;
+       elif [ "$mode" = peers ]; then run_peers "$arg"; elif [ "$mode" = ncu ]; then run_ncu "$arg"; fi ;;
   esac
 done
 bench_table
