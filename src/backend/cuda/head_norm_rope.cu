@@ -34,8 +34,6 @@ __global__ __launch_bounds__(kWarpsPerBlock *
                              32) void HeadNormRopeKernel(HeadParts parts, int64_t rows,
                                                          const int32_t* __restrict__ positions,
                                                          const float* __restrict__ inv_freq, float eps) {
-  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
-  AllowDependents();
   constexpr int D = kPerLane * 32;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (gw >= rows * parts.heads_total) return;  // whole warps leave together
@@ -52,6 +50,18 @@ __global__ __launch_bounds__(kWarpsPerBlock *
     }
   }
   float* xr = part.x + t * part.ld + static_cast<int64_t>(h) * D;
+  // The norm weights and frequencies are weights: read before the wait
+  // (pdl.cuh), so their latency overlaps the previous kernel's tail.
+  constexpr int kPairs = kPerLane == 1 ? 1 : kPerLane / 2;
+  float w[kPerLane], freq[kPairs] = {};
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) w[i] = part.weight ? part.weight[lane + 32 * i] : 1.0f;
+  if (part.rope) {
+#pragma unroll
+    for (int i = 0; i < kPairs; ++i) freq[i] = inv_freq[kPerLane == 1 ? (lane & 15) : lane + 32 * i];
+  }
+  WaitForPredecessor();  // launched as a dependent
+  AllowDependents();
   float v[kPerLane];
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) v[i] = xr[lane + 32 * i];
@@ -62,7 +72,7 @@ __global__ __launch_bounds__(kWarpsPerBlock *
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const float y = v[i] * inv;
-    v[i] = part.weight ? y * part.weight[lane + 32 * i] : y;
+    v[i] = part.weight ? y * w[i] : y;
   }
   if (part.rope) {
     const int32_t pos = positions[t];
@@ -70,12 +80,12 @@ __global__ __launch_bounds__(kWarpsPerBlock *
       const float other = __shfl_xor_sync(0xffffffffu, v[0], 16);
       const bool first = lane < 16;
       float a = first ? v[0] : other, b = first ? other : v[0];
-      RotatePair(a, b, pos, inv_freq[lane & 15]);
+      RotatePair(a, b, pos, freq[0]);
       v[0] = first ? a : b;
     } else {
 #pragma unroll
       for (int i = 0; i < kPerLane / 2; ++i)
-        RotatePair(v[i], v[i + kPerLane / 2], pos, inv_freq[lane + 32 * i]);
+        RotatePair(v[i], v[i + kPerLane / 2], pos, freq[i]);
     }
   }
 #pragma unroll

@@ -65,12 +65,18 @@ __global__ __launch_bounds__(N == 32 ? kRowsPerBlock * 32 : N) void AddNormKerne
     float* __restrict__ x, int64_t ldx, const float* __restrict__ o, int64_t ldo, int64_t rows, int64_t d,
     const float* __restrict__ post_weight, float scale, bool scaled, float* __restrict__ next, int64_t ldn,
     const float* __restrict__ next_weight, float eps) {
-  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
-  AllowDependents();
   __shared__ float partial_o[N / 32], partial_x[N / 32];
   const int64_t r = RowOf<N>();
   if (r >= rows) return;
   const int t = ThreadOf<N>();
+  // The weights' lines into L1 before the wait (pdl.cuh: weights may be
+  // read early), one line per thread, so the loops below find them there.
+  for (int64_t c = static_cast<int64_t>(t) * 32; c < d; c += static_cast<int64_t>(N) * 32) {
+    if (post_weight) asm volatile("prefetch.global.L1 [%0];" ::"l"(post_weight + c));
+    if (next_weight) asm volatile("prefetch.global.L1 [%0];" ::"l"(next_weight + c));
+  }
+  WaitForPredecessor();  // launched as a dependent
+  AllowDependents();
   const float* orow = o + r * ldo;
   float* xrow = x + r * ldx;
   const float inv_o = InvRms(RowTotal<N>(RowSumSquares<N>(orow, d, t), partial_o), d, eps);

@@ -164,8 +164,6 @@ __device__ __forceinline__ void LoadElems(const AttnStore& st, const uint8_t* re
 // Every step's order is fixed by the row alone.
 template <int D32, int GP>
 __global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int head_groups, int group_heads) {
-  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
-  AllowDependents();
   constexpr int KB = D32 <= 8 ? kKeysPerWarp : kKeysPerWarp / 2;  // keys loaded at once
   extern __shared__ float sm[];
   float* sc = sm;                       // [GP][kSplitKeys] scores, then p
@@ -189,13 +187,6 @@ __global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int hea
   const int valid = max(0, min(D32, d - e0));
   const int64_t base = static_cast<int64_t>(kh) * d + e0;
 
-  float q[GP][D32];
-  const float* qrow = a.q + r * a.ldq + (static_cast<int64_t>(kh) * G + g0) * d;
-#pragma unroll
-  for (int g = 0; g < GP; ++g)
-#pragma unroll
-    for (int i = 0; i < D32; ++i) q[g][i] = g < gn && i < valid ? qrow[g * d + e0 + i] : 0.0f;
-
   const int j0 = warp * kKeysPerWarp;  // the warp's first key in the split
   const uint8_t* my_rec = lane < kKeysPerWarp && j0 + lane < nk
                               ? Record(a, st, ri.seq, static_cast<int32_t>(k_begin + j0 + lane))
@@ -204,6 +195,17 @@ __global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int hea
     const uint8_t* v = my_rec + st.f.v_codes + static_cast<int64_t>(kh) * d * st.f.plain_bytes;
     for (int off = 0; off < d * st.f.plain_bytes; off += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(v + off));
   }
+  // Up to here the kernel read only the step's uploaded arrays (rows, block
+  // tables); q and the records are written by this step's kernels.
+  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
+  AllowDependents();
+
+  float q[GP][D32];
+  const float* qrow = a.q + r * a.ldq + (static_cast<int64_t>(kh) * G + g0) * d;
+#pragma unroll
+  for (int g = 0; g < GP; ++g)
+#pragma unroll
+    for (int i = 0; i < D32; ++i) q[g][i] = g < gn && i < valid ? qrow[g * d + e0 + i] : 0.0f;
 
   // 1. scores
 #pragma unroll
