@@ -41,7 +41,7 @@ constexpr int kBatch = 8;  // rows whose float sequences run side by side
 // Items a lane keeps in flight (P * B words of codes each).
 template <int B, int P>
 constexpr int ItemsInFlight() {
-  return P * B <= 8 ? 2 : P * B <= 16 ? 2 : 1;
+  return P * B <= 16 ? 2 : 1;
 }
 
 // A product as the walk reads it (shared memory).
