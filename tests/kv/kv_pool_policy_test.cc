@@ -83,7 +83,7 @@ TEST(KvPoolCut, RefusesPastReleasedSlidingBlocks) {
     const int64_t length = seq.length();
     // Independent rule: block b is still held iff its last token is one the
     // next query at `length` sees (> length - window).
-    auto present = [&](int64_t b) { return (b + 1) * bs - 1 > length - window; };
+    auto present = [&, bs = bs, window = window](int64_t b) { return (b + 1) * bs - 1 > length - window; };
     int refused = 0;
     for (int64_t n = 0; n <= length; ++n) {
       bool ok = true;
