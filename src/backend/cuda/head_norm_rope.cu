@@ -30,10 +30,10 @@ struct HeadParts {
 
 // kPerLane = head_dim / 32.
 template <int kPerLane>
-__global__ __launch_bounds__(kWarpsPerBlock *
-                             32) void HeadNormRopeKernel(HeadParts parts, int64_t rows,
-                                                         const int32_t* __restrict__ positions,
-                                                         const float* __restrict__ inv_freq, float eps) {
+__global__ __launch_bounds__(kWarpsPerBlock * 32) void HeadNormRopeKernel(HeadParts parts, int64_t rows,
+                                                                          const int32_t* __restrict__ positions,
+                                                                          const float* __restrict__ inv_freq,
+                                                                          float eps) {
   constexpr int D = kPerLane * 32;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (gw >= rows * parts.heads_total) return;  // whole warps leave together

@@ -36,11 +36,9 @@ __device__ __forceinline__ int ThreadOf() {
 // or before its own writes (a warp: its lanes write only what they read),
 // so y may alias x.
 template <int N>
-__global__ __launch_bounds__(N == 32 ? kRowsPerBlock * 32
-                                     : N) void RmsNormKernel(const float* __restrict__ x, int64_t ldx,
-                                                             int64_t rows, int64_t d,
-                                                             const float* __restrict__ weight, float eps,
-                                                             float* y, int64_t ldy) {
+__global__ __launch_bounds__(N == 32 ? kRowsPerBlock * 32 : N) void RmsNormKernel(
+    const float* __restrict__ x, int64_t ldx, int64_t rows, int64_t d, const float* __restrict__ weight, float eps,
+    float* y, int64_t ldy) {
   WaitForPredecessor();  // launched as a dependent (pdl.cuh)
   AllowDependents();
   __shared__ float partial[N / 32];
