@@ -19,18 +19,24 @@ std::string Sh(const std::string& cmd) {
 
 bool HaveTmux() { return !Sh("command -v tmux").empty(); }
 
+// Each session runs on a tmux server of its own (-L, a socket named after
+// it): on the shared default server, one test process killing its last
+// session stops the server under another process's new session (seen in CI:
+// "no server running").
 TmuxSession::TmuxSession(const std::string& name, const std::string& command)
     : name_(name + std::to_string(getpid())) {
-  Sh("tmux kill-session -t " + name_);
-  Sh("tmux new-session -d -x 200 -y 50 -s " + name_ + " '" + command + "; echo EXITED:$?; sleep 30'");
-  Sh("tmux set-option -t " + name_ + " history-limit 5000");
+  Sh(Tmux() + "kill-server");
+  Sh(Tmux() + "new-session -d -x 200 -y 50 -s " + name_ + " '" + command + "; echo EXITED:$?; sleep 30'");
+  Sh(Tmux() + "set-option -t " + name_ + " history-limit 5000");
 }
 
-TmuxSession::~TmuxSession() { Sh("tmux kill-session -t " + name_); }
+TmuxSession::~TmuxSession() { Sh(Tmux() + "kill-server"); }
 
-void TmuxSession::Keys(const std::string& keys) { Sh("tmux send-keys -t " + name_ + " " + keys); }
+std::string TmuxSession::Tmux() const { return "tmux -L g4-" + name_ + " "; }
 
-std::string TmuxSession::Screen() { return Sh("tmux capture-pane -p -S -2000 -t " + name_); }
+void TmuxSession::Keys(const std::string& keys) { Sh(Tmux() + "send-keys -t " + name_ + " " + keys); }
+
+std::string TmuxSession::Screen() { return Sh(Tmux() + "capture-pane -p -S -2000 -t " + name_); }
 
 bool TmuxSession::WaitForText(const std::string& text, double seconds) {
   return WaitFor([&](const std::string& s) { return Unwrapped(s).find(text) != std::string::npos; }, seconds);

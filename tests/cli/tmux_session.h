@@ -38,6 +38,7 @@ class TmuxSession {
   bool WaitForText(const std::string& text, double seconds);
 
  private:
+  std::string Tmux() const;  // "tmux -L <this session's server> "
   std::string name_;
 };
 
