@@ -147,15 +147,21 @@ run_ncu() {
               --gen 3 --memcpy-mib 0)
   G4_CUDA_GRAPHS=0 timeout 240 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
     "$bin/g4" "${args[@]}" >"$csv" 2>>"$misc" || note "ncu $spec: exit $?"
-  python3 - "$csv" <<'PY' | tee "$out/ncu-$preset-$quant.txt" | tee -a "$summary"
+  # The table; and, for G4_NCU_DETAIL, into $skip_file how many matching
+  # kernels come before the step (ncu's --launch-skip counts matches only).
+  local skip_file=$work/ncu-skip
+  python3 - "$csv" "${G4_NCU_DETAIL:-}" "$skip_file" <<'PY' | tee "$out/ncu-$preset-$quant.txt" | tee -a "$summary"
 import csv, re, sys, collections
 rows = []
 for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')):
     if len(r) > 14 and r[12] == "gpu__time_duration.sum":
         name = re.split(r"[<(]", r[4].replace("(anonymous namespace)::", ""))[0].split("::")[-1].split()[-1]
-        rows.append((name, float(r[14].replace(",", ""))))
-ends = [i for i, (n, _) in enumerate(rows) if "Greedy" in n]
-step = rows[ends[-2] + 1: ends[-1] + 1] if len(ends) >= 2 else rows[-900:]
+        rows.append((name, float(r[14].replace(",", "")), r[4]))
+ends = [i for i, (n, _, _) in enumerate(rows) if "Greedy" in n]
+first = ends[-2] + 1 if len(ends) >= 2 else max(0, len(rows) - 900)
+step = [(n, t) for n, t, _ in rows[first: ends[-1] + 1 if ends else len(rows)]]
+if sys.argv[2]:
+    open(sys.argv[3], "w").write(str(sum(1 for _, _, full in rows[:first] if re.search(sys.argv[2], full))))
 by = collections.OrderedDict()
 for n, t in step:
     c, s = by.get(n, (0, 0.0)); by[n] = (c + 1, s + t)
@@ -165,13 +171,8 @@ for n, (c, s) in sorted(by.items(), key=lambda kv: -kv[1][1]):
     print(f"  {n:34} {c:5d} x {s/c/1e3:8.2f} us = {s/1e3:9.1f} us ({100*s/total:4.1f} %)")
 PY
   if [ -n "${G4_NCU_DETAIL:-}" ]; then
-    local skip
-    skip=$(python3 -c "
-import csv, re, sys
-rows=[r[4] for r in csv.reader(l for l in open('$csv') if l.startswith('\"')) if len(r) > 14 and r[12]=='gpu__time_duration.sum']
-m=[i for i,n in enumerate(rows) if re.search('$G4_NCU_DETAIL', n)]
-print(sum(1 for i in m if i < len(rows) - 900) if m else 0)")
-    G4_CUDA_GRAPHS=0 timeout 200 "$ncu" --clock-control none --set full -k "regex:$G4_NCU_DETAIL" --launch-skip "$skip" \
+    G4_CUDA_GRAPHS=0 timeout 200 "$ncu" --clock-control none --set full -k "regex:$G4_NCU_DETAIL" \
+      --launch-skip "$(cat "$skip_file" 2>/dev/null || echo 0)" \
       --launch-count "${G4_NCU_COUNT:-2}" "$bin/g4" "${args[@]}" >"$out/ncu-detail-$preset-$quant.txt" 2>>"$misc" ||
       note "ncu detail $spec: exit $?"
   fi
