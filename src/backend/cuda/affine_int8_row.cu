@@ -77,33 +77,13 @@ struct Walk {
   }
 };
 
-// The B code words of chunk c of a row starting at `row`.
-template <int B>
-__device__ __forceinline__ void LoadChunk(const uint8_t* row, int c, bool vec16, uint32_t (&out)[B]) {
-  const uint8_t* p = row + c * (4 * B);
-  if constexpr (B == 4 || B == 8) {
-    if (vec16) {
-      const uint4 v0 = __ldg(reinterpret_cast<const uint4*>(p));
-      out[0] = v0.x, out[1] = v0.y, out[2] = v0.z, out[3] = v0.w;
-      if constexpr (B == 8) {
-        const uint4 v1 = __ldg(reinterpret_cast<const uint4*>(p) + 1);
-        out[4] = v1.x, out[5] = v1.y, out[6] = v1.z, out[7] = v1.w;
-      }
-      return;
-    }
-  }
-  const uint32_t* q = reinterpret_cast<const uint32_t*>(p);
-#pragma unroll
-  for (int i = 0; i < B; ++i) out[i] = __ldg(q + i);
-}
-
 template <int B, int P>
 __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8RowKernel(OutSet set, QRows qr) {
   constexpr int D = ItemsInFlight<B, P>();
   constexpr int G = 32 / P;  // groups per chunk load instruction
   constexpr unsigned kAll = 0xffffffffu;
-  __shared__ float4
-      terms[kRowWarps][kBatch][33];  // [row][group], padded: lanes r read one group without conflicts
+  // [row][group], padded: lanes r read one group without conflicts.
+  __shared__ float4 terms[kRowWarps][kBatch][33];
   __shared__ RowProduct prod[kMaxAffineOuts];
   if (threadIdx.x < kMaxAffineOuts) {
 #pragma unroll
@@ -132,7 +112,7 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
                 end = static_cast<int32_t>((gw + 1) * units / warps);
   if (begin >= end) return;
   const int groups = static_cast<int>(set.out[0].w.groups_per_row),
-            chunks = groups * P;  // < 2^31: host-checked
+            chunks = groups * P;  // columns / 32: far below 2^31
   const int rounds = (groups + 31) / 32;
 
   uint32_t wd[D][P][B];
@@ -145,7 +125,7 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
     const int c0 = c.k * 32 * P + lane;
 #pragma unroll
     for (int j = 0; j < P; ++j)
-      if (c0 + 32 * j < chunks) LoadChunk<B>(base, c0 + 32 * j, pr.vec16 != 0, wd[slot][j]);
+      if (c0 + 32 * j < chunks) LoadCodeWords<B>(base + (c0 + 32 * j) * (4 * B), pr.vec16 != 0, wd[slot][j]);
     const int g = c.k * 32 + lane;
     if (g < groups) {
       sc[slot] = LoadScale(pr.scale_type, pr.scales, row * groups + g);

@@ -48,18 +48,18 @@ __device__ __forceinline__ float LoadScale(int type, const void* base, int64_t i
   return static_cast<const float*>(base)[i];
 }
 
-// The B words of chunk `c` of affine row `row` (aligned loads).
+// The B code words at p (a chunk's start), in 16-byte pieces when vec16
+// (p 16-byte aligned).
 template <int B>
-__device__ __forceinline__ void LoadChunkWords(const DevWeight& w, int64_t row, int64_t c, uint32_t (&out)[B]) {
-  const uint8_t* p = static_cast<const uint8_t*>(w.data) + row * w.row_bytes + c * (4 * B);
+__device__ __forceinline__ void LoadCodeWords(const uint8_t* p, bool vec16, uint32_t (&out)[B]) {
   if constexpr (B == 4) {
-    if (w.vec16) {
+    if (vec16) {
       const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
       out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
       return;
     }
   } else if constexpr (B == 8) {
-    if (w.vec16) {
+    if (vec16) {
       const uint4 v0 = __ldg(reinterpret_cast<const uint4*>(p)), v1 = __ldg(reinterpret_cast<const uint4*>(p) + 1);
       out[0] = v0.x, out[1] = v0.y, out[2] = v0.z, out[3] = v0.w;
       out[4] = v1.x, out[5] = v1.y, out[6] = v1.z, out[7] = v1.w;
@@ -69,6 +69,12 @@ __device__ __forceinline__ void LoadChunkWords(const DevWeight& w, int64_t row, 
   const uint32_t* q = reinterpret_cast<const uint32_t*>(p);
 #pragma unroll
   for (int i = 0; i < B; ++i) out[i] = __ldg(q + i);
+}
+
+// The B words of chunk `c` of affine row `row` (aligned loads).
+template <int B>
+__device__ __forceinline__ void LoadChunkWords(const DevWeight& w, int64_t row, int64_t c, uint32_t (&out)[B]) {
+  LoadCodeWords<B>(static_cast<const uint8_t*>(w.data) + row * w.row_bytes + c * (4 * B), w.vec16, out);
 }
 
 // Columns [32c, 32c + n) of dense row `row` as float32 into out[0..n) (n <=
