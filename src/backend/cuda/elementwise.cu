@@ -124,23 +124,16 @@ void GatherRows(const TensorView& src, const int32_t* rows, const TensorView& ds
                   static_cast<unsigned>(dst.rows));
   const uint8_t* s = static_cast<const uint8_t*>(src.data);
   uint8_t* d = static_cast<uint8_t*>(dst.data);
+  const auto launch = [&](auto kernel) {
+    LaunchDependent(kernel, grid, dim3(256), 0, stream, s, ss, src.rows, rows, d, ds, cols);
+  };
   switch (e) {
-    case 1:
-      LaunchDependent(GatherKernel<uint8_t>, dim3(grid), dim3(256), 0, stream, s, ss, src.rows, rows, d, ds,
-                      cols);
-      break;
-    case 2:
-      LaunchDependent(GatherKernel<uint16_t>, dim3(grid), dim3(256), 0, stream, s, ss, src.rows, rows, d, ds,
-                      cols);
-      break;
-    case 4:
-      LaunchDependent(GatherKernel<uint32_t>, dim3(grid), dim3(256), 0, stream, s, ss, src.rows, rows, d, ds,
-                      cols);
-      break;
+    case 1: launch(GatherKernel<uint8_t>); break;
+    case 2: launch(GatherKernel<uint16_t>); break;
+    case 4: launch(GatherKernel<uint32_t>); break;
     default:
       G4_CHECK_MSG(e == 8, "[cuda] GatherRows: element size");
-      LaunchDependent(GatherKernel<uint64_t>, dim3(grid), dim3(256), 0, stream, s, ss, src.rows, rows, d, ds,
-                      cols);
+      launch(GatherKernel<uint64_t>);
   }
   G4_CUDA_LAUNCHED();
 }

@@ -304,8 +304,7 @@ void LaunchSplit(const dim3& grid, size_t smem, const AttnParams& a, int head_gr
                                        static_cast<int>(smem)));
     allowed = smem;
   }
-  LaunchDependent(SplitKernel<D32, GP>, dim3(grid), dim3(kWarps * 32), smem, stream, a, head_groups,
-                  group_heads);
+  LaunchDependent(SplitKernel<D32, GP>, grid, dim3(kWarps * 32), smem, stream, a, head_groups, group_heads);
 }
 
 // One block per (row, query head): merge the row's splits in order.
@@ -437,6 +436,12 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
              f.k_codes % 16 == 0 && f.v_codes % 16 == 0 && reinterpret_cast<uintptr_t>(st.records) % 16 == 0;
   }
   const size_t merge_smem = static_cast<size_t>(a.d) * sizeof(float);
+  // The split kernel's instance for D32 (GP as chosen above).
+  const auto launch_split = D32 == 1   ? LaunchSplit<1, 16>
+                            : D32 == 2 ? LaunchSplit<2, 16>
+                            : D32 == 4 ? LaunchSplit<4, 8>
+                            : D32 == 8 ? LaunchSplit<8, 4>
+                                       : LaunchSplit<16, 2>;
   const size_t split_smem =
       (static_cast<size_t>(GP) * kSplitKeys + 2 * GP + static_cast<size_t>(kWarps) * GP * 32 * D32) *
       sizeof(float);
@@ -446,28 +451,12 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
     const dim3 grid(static_cast<unsigned>(a.splits_max * head_groups), a.kv_heads, static_cast<unsigned>(n));
     {
       SubProfile sp_split(stream, rows == 1 ? "attention split (1 row)" : "attention split");
-      switch (D32) {
-        case 1:
-          LaunchSplit<1, 16>(grid, split_smem, a, head_groups, group_heads, stream);
-          break;
-        case 2:
-          LaunchSplit<2, 16>(grid, split_smem, a, head_groups, group_heads, stream);
-          break;
-        case 4:
-          LaunchSplit<4, 8>(grid, split_smem, a, head_groups, group_heads, stream);
-          break;
-        case 8:
-          LaunchSplit<8, 4>(grid, split_smem, a, head_groups, group_heads, stream);
-          break;
-        default:
-          LaunchSplit<16, 2>(grid, split_smem, a, head_groups, group_heads, stream);
-          break;
-      }
+      launch_split(grid, split_smem, a, head_groups, group_heads, stream);
       G4_CUDA_LAUNCHED();
     }
     SubProfile sp_merge(stream, rows == 1 ? "attention merge (1 row)" : "attention merge");
-    LaunchDependent(MergeKernel, dim3(dim3(a.heads, static_cast<unsigned>(n))), dim3(kThreads), merge_smem,
-                    stream, a);
+    LaunchDependent(MergeKernel, dim3(a.heads, static_cast<unsigned>(n)), dim3(kThreads), merge_smem, stream,
+                    a);
     G4_CUDA_LAUNCHED();
   }
 }
