@@ -138,8 +138,7 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
   Walk at = ahead;
 #pragma unroll
   for (int d = 0; d < D; ++d) load(d, ahead), ahead.Next(rounds, prod, nprod, end);
-  WaitForPredecessor();
-  AllowDependents();  // the next op may launch; it waits for this one
+  FollowPredecessor();  // the quantized input is ready; the next op may launch (it waits for this one)
 
   float acc = 0.0f;  // lane r: row r of the batch
   while (at.s < end) {

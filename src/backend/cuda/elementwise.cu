@@ -24,8 +24,7 @@ constexpr int kThreads = 256;
 // Calls f(r, c) for every element; r and c from a flat index.
 template <typename F>
 __global__ void ForEachKernel(int64_t rows, int64_t cols, F f) {
-  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
-  AllowDependents();
+  FollowPredecessor();  // launched as a dependent (pdl.cuh)
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -84,8 +83,7 @@ struct SoftcapOp {
 template <typename T>
 __global__ void GatherKernel(const uint8_t* src, int64_t src_stride_bytes, int64_t src_rows,
                              const int32_t* rows, uint8_t* dst, int64_t dst_stride_bytes, int64_t cols) {
-  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
-  AllowDependents();
+  FollowPredecessor();  // launched as a dependent (pdl.cuh)
   const int64_t i = blockIdx.y;
   const int32_t r = rows[i];
   if (r < 0 || r >= src_rows) __trap();  // ops.h: row indices in range

@@ -27,8 +27,7 @@ __device__ __forceinline__ float TableValue(const DevWeight& w, int fmt, int64_t
 
 __global__ void EmbedKernel(DevWeight w, int fmt, const int32_t* __restrict__ ids, int64_t n, float scale,
                             float* out, int64_t ldo) {
-  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
-  AllowDependents();
+  FollowPredecessor();  // launched as a dependent (pdl.cuh)
   const int64_t d = w.cols;
   const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (idx >= n * d) return;

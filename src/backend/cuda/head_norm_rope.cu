@@ -60,8 +60,7 @@ __global__ __launch_bounds__(kWarpsPerBlock * 32) void HeadNormRopeKernel(HeadPa
 #pragma unroll
     for (int i = 0; i < kPairs; ++i) freq[i] = inv_freq[kPerLane == 1 ? (lane & 15) : lane + 32 * i];
   }
-  WaitForPredecessor();  // launched as a dependent
-  AllowDependents();
+  FollowPredecessor();  // launched as a dependent (pdl.cuh)
   float v[kPerLane];
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) v[i] = xr[lane + 32 * i];

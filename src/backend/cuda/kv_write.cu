@@ -141,8 +141,7 @@ __global__ __launch_bounds__(kThreads) void KvWriteKernel(
     DevRows rows, DevStore s0, DevStore s1, const int32_t* __restrict__ table, int64_t table_stride,
     const uint8_t* __restrict__ seq_store, int block_size, const float* __restrict__ k, int64_t ldk,
     const float* __restrict__ v, int64_t ldv, int width) {
-  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
-  AllowDependents();
+  FollowPredecessor();  // launched as a dependent (pdl.cuh)
   extern __shared__ float kv_rows[];
   const int64_t r = blockIdx.x;
   const int32_t seq = rows.row_seq[r];

@@ -39,8 +39,7 @@ template <int N>
 __global__ __launch_bounds__(N == 32 ? kRowsPerBlock * 32 : N) void RmsNormKernel(
     const float* __restrict__ x, int64_t ldx, int64_t rows, int64_t d, const float* __restrict__ weight, float eps,
     float* y, int64_t ldy) {
-  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
-  AllowDependents();
+  FollowPredecessor();  // launched as a dependent (pdl.cuh)
   __shared__ float partial[N / 32];
   const int64_t r = RowOf<N>();
   if (r >= rows) return;  // whole warps (narrow) or whole blocks (wide) leave together
@@ -73,8 +72,7 @@ __global__ __launch_bounds__(N == 32 ? kRowsPerBlock * 32 : N) void AddNormKerne
     if (post_weight) asm volatile("prefetch.global.L1 [%0];" ::"l"(post_weight + c));
     if (next_weight) asm volatile("prefetch.global.L1 [%0];" ::"l"(next_weight + c));
   }
-  WaitForPredecessor();  // launched as a dependent
-  AllowDependents();
+  FollowPredecessor();  // launched as a dependent (pdl.cuh)
   const float* orow = o + r * ldo;
   float* xrow = x + r * ldx;
   const float inv_o = InvRms(RowTotal<N>(RowSumSquares<N>(orow, d, t), partial_o), d, eps);

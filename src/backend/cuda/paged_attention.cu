@@ -197,8 +197,7 @@ __global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int hea
   }
   // Up to here the kernel read only the step's uploaded arrays (rows, block
   // tables); q and the records are written by this step's kernels.
-  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
-  AllowDependents();
+  FollowPredecessor();  // launched as a dependent (pdl.cuh)
 
   float q[GP][D32];
   const float* qrow = a.q + r * a.ldq + (static_cast<int64_t>(kh) * G + g0) * d;
@@ -309,8 +308,7 @@ void LaunchSplit(const dim3& grid, size_t smem, const AttnParams& a, int head_gr
 
 // One block per (row, query head): merge the row's splits in order.
 __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
-  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
-  AllowDependents();
+  FollowPredecessor();  // launched as a dependent (pdl.cuh)
   extern __shared__ float o[];  // [d]
   const int64_t r_local = blockIdx.y, r = a.row0 + r_local;
   const int h = blockIdx.x, G = a.group, d = a.d, kh = h / G, g = h % G;

@@ -25,6 +25,11 @@ namespace g4::cuda {
 
 __device__ __forceinline__ void WaitForPredecessor() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void AllowDependents() { asm volatile("griddepcontrol.launch_dependents;"); }
+// The usual start of a dependent kernel: wait, then let the next launch.
+__device__ __forceinline__ void FollowPredecessor() {
+  WaitForPredecessor();
+  AllowDependents();
+}
 
 template <typename... Params, typename... Args>
 void LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,

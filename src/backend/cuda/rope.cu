@@ -10,8 +10,7 @@ namespace {
 
 __global__ void RopeKernel(float* x, int64_t ldx, int64_t rows, int heads, int head_dim,
                            const int32_t* __restrict__ positions, const float* __restrict__ inv_freq) {
-  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
-  AllowDependents();
+  FollowPredecessor();  // launched as a dependent (pdl.cuh)
   const int half = head_dim / 2;
   const int64_t per_row = static_cast<int64_t>(heads) * half;
   const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;

@@ -117,8 +117,7 @@ struct SampleParamsDev {
 };
 
 __global__ __launch_bounds__(kThreads) void GreedyKernel(SampleParamsDev a) {
-  WaitForPredecessor();  // launched as a dependent (pdl.cuh)
-  AllowDependents();
+  FollowPredecessor();  // launched as a dependent (pdl.cuh)
   __shared__ Best best_shared[32];
   __shared__ double sum_shared[32];
   const int64_t r = blockIdx.x;
