@@ -206,6 +206,23 @@ TEST_P(MatMulTest, ManyRowsUnevenSplits) {
   CheckMatMul(backend(), testing::MakeAffine(300, 512, 8, 128, DType::kF16, 9), 66, 10, 5, 3);
 }
 
+TEST_P(MatMulTest, ManyInputRowsEveryAffineFormat) {
+  // Prefill shapes (the CUDA tensor-core kernel's): several tiles of 64 input
+  // rows and a partial last one, columns in tiles of 128 with a partial last
+  // one, a partial last block of 128 weight rows; 20 rows: one partial tile of 32.
+  const DType scale_types[] = {DType::kBF16, DType::kF16, DType::kF32};
+  uint32_t seed = 1300;
+  int i = 0;
+  for (int bits : {2, 3, 4, 5, 6, 8}) {
+    for (int group : {32, 64, 128}) {
+      const int64_t k = group == 32 ? 416 : group == 64 ? 448 : 384;
+      const testing::TestWeights tw = testing::MakeAffine(200 + 7 * (i % 5), k, bits, group, scale_types[i % 3], ++seed);
+      CheckMatMul(backend(), tw, i % 3 == 0 ? 20 : 130, ++seed, i % 2 ? 3 : 0, 0);
+      ++i;
+    }
+  }
+}
+
 TEST_P(MatMulTest, RowSliceView) {
   // A RowSlice is a view into the middle of a matrix: results must match the
   // corresponding rows of the full product.

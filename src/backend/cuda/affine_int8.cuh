@@ -85,6 +85,16 @@ void AffineInt8MatMul(std::span<const AffineOut> outs, int bits, const QRows& qr
 // one-row kernel (affine_int8_row.cu): bitwise AffineInt8MatMul's.
 // Launched as a programmatic dependent of the kernel before it.
 void AffineInt8RowMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream);
+// The same products on the int8 tensor cores (affine_int8_mma.cu), bm (32
+// or 64) input rows per block: bitwise AffineInt8MatMul's. Launched as a
+// programmatic dependent of the kernel before it. An expert-tile source
+// takes one product, tiles of at most bm rows.
+void AffineInt8MmaMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, const TileSource& src, int bm,
+                         int64_t tiles, cudaStream_t stream);
+// The tensor-core kernel's tile rows for a launch of `rows` input rows, and
+// the fewest rows for which MatMul takes it (G4_CUDA_MMA_MIN_ROWS, default 9).
+int AffineMmaTileRows(int64_t rows);
+int AffineMmaMinRows();
 inline void AffineInt8MatMul(const DevWeight& w, int bits, const QRows& qr, const TileSource& src, int mt,
                              int64_t tiles, float* y, int64_t ldy, cudaStream_t stream) {
   const AffineOut one{w, y, ldy};

@@ -379,7 +379,8 @@ void MatMulDense(const DevWeight& w, const TensorView& x, const TensorView& y, c
 // Products of x with affine matrices of one bit width, group size and
 // column count, ys[i] = x ws[i]^T, or with u (gated) (gelu_tanh(x) * u)
 // ws[i]^T: x quantized once, then one launch: the one-row kernel for one
-// row, else the tiled kernel.
+// row, the tensor-core kernel from AffineMmaMinRows() rows, else the tiled
+// kernel.
 void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, const TensorView* u,
                   std::span<const TensorView> ys, Scratch& scratch, cudaStream_t stream) {
   const WeightMatrix& w0 = *ws[0];
@@ -407,6 +408,11 @@ void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, 
   }
   TileSource src;
   src.M = M;
+  if (M >= AffineMmaMinRows()) {
+    SubProfile sp(stream, M > 64 ? "matmul int8 mma (>64 rows)" : "matmul int8 mma (<=64 rows)");
+    const int bm = AffineMmaTileRows(M);
+    return AffineInt8MmaMatMul(products, w0.bits, qr, src, bm, (M + bm - 1) / bm, stream);
+  }
   const int mt = M == 2 ? 2 : M <= 4 ? 4 : 8;
   SubProfile sp(stream, M > 64 ? "matmul int8 (>64 rows)" : weights >= (int64_t{1} << 24)
                                                                  ? "matmul int8 (>=16M weights)"

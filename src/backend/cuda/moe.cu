@@ -8,9 +8,9 @@
 //     weights (affine_int8.cuh), permuted for dense ones (matmul_core.cuh);
 //  3. per tile, the tile's expert multiplies them: gate and up, GeluMul,
 //     then down, each output computed as MatMul computes it (affine
-//     weights: AffineInt8MatMul itself over the plan's tiles; dense: the
-//     per-lane routine of matmul_core.cuh), so a pair's result is the bits
-//     MatMul + GeluMul give for that row alone;
+//     weights: AffineInt8MatMul or AffineInt8MmaMatMul itself over the
+//     plan's tiles; dense: the per-lane routine of matmul_core.cuh), so a
+//     pair's result is the bits MatMul + GeluMul give for that row alone;
 //  4. per row, out = fma(weight, expert output, out) from zero over its
 //     experts in ascending id (ties: ascending slot).
 // Nothing depends on which other rows are in the step.
@@ -184,6 +184,7 @@ __global__ __launch_bounds__(1024) void SortPairsKernel(const int32_t* __restric
 
 constexpr int kMoeWarps = 4;
 constexpr int kMoeTile = 8;  // pairs per tile when experts get several (AffineInt8MatMul's largest tile)
+constexpr int kMoeMmaTile = 32;  // the same when every matrix is affine (AffineInt8MmaMatMul's tiles)
 
 // out[slot, n] for the slots of tile blockIdx.y and weight rows of this
 // block's warps: expert tile_expert's matrix `which` (0 gate, 1 up, 2 down).
@@ -272,6 +273,11 @@ void ExpertMatMul(const WeightMatrix& w0, const ExpertInputs& in, const ExpertPt
     src.tile_start = p.tile_start;
     src.tile_count = p.tile_count;
     src.table = reinterpret_cast<const void* const*>(table);
+    if (mt == kMoeMmaTile) {
+      const AffineOut one{w, out, ldo};
+      return AffineInt8MmaMatMul(std::span<const AffineOut>(&one, 1), w0.bits, in.qr, src, kMoeMmaTile, max_tiles,
+                                 stream);
+    }
     AffineInt8MatMul(w, w0.bits, in.qr, src, mt, max_tiles, out, ldo, stream);
     return;
   }
@@ -343,8 +349,10 @@ void MoeExperts(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream) 
                      a.down[e].scale_dtype == a.down[0].scale_dtype,
                  "[cuda] MoeExperts: experts of one layer must share their formats");
   }
-  // Few pairs per expert: tiles of one pair (decode); else tiles of kMoeTile.
-  const int mt = P <= E ? 1 : kMoeTile;
+  // Few pairs per expert: tiles of one pair (decode); else tiles of kMoeTile,
+  // or of kMoeMmaTile on the tensor cores when every matrix is affine.
+  const bool all_affine = a.gate[0].is_affine() && a.up[0].is_affine() && a.down[0].is_affine();
+  const int mt = P <= E ? 1 : all_affine ? kMoeMmaTile : kMoeTile;
   const int64_t max_tiles = (P + mt - 1) / mt + E;
   G4_CHECK_MSG(max_tiles <= 65535, "[cuda] MoeExperts: too many expert tiles for one launch");
   const int64_t sx = PermutedStride(hidden), sh = PermutedStride(width);

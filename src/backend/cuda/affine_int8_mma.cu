@@ -1,0 +1,388 @@
+// AffineInt8MmaMatMul: the integer scheme of affine_int8.cuh on the int8
+// tensor cores (mma.sync m16n8k32, u8 codes x s8 inputs, exact int32
+// sums), so its outputs are bitwise AffineInt8MatMul's and the CPU
+// backend's.
+//
+// A block of 8 or 16 warps takes 128 weight rows and BM (32 or 64) input rows
+// and walks the columns in k-tiles of 128 (four 32-column chunks), kStages
+// deep: the tile's packed codes and quantized inputs arrive by cp.async
+// into shared memory; the scales, biases and the inputs' d and xs of the
+// next tile are read into registers while the current one computes, and
+// stored as floats beside it. Warp (wn, wm) owns 16 MI weight rows x 8 NI
+// input rows of the block: per chunk it unpacks its A fragments (weight
+// rows, mma rows) straight from the packed words and takes its B fragments
+// (input rows, mma columns) as 8-byte words. Inside a chunk the order of
+// the 32 columns is free (an integer sum is exact in any order): thread t
+// of a quad takes the chunk's QPos-ordered positions 8t .. 8t + 7 in both
+// operands (A: quad words 2t and 2t + 1 of Unpack<B>'s, B: bytes 8t .. 8t
+// + 7 of the quantized row), so the mma's k slots t and 16 + t pair the
+// same columns. After a group's chunks, each thread continues the float
+// sequence of each of its outputs, y = fma(float(isum), s * d, y); y =
+// fma(b, xs, y), in group order: the per-output sequence every kernel of
+// the scheme computes.
+#include <cstdlib>
+
+#include "backend/cuda/affine_int8.cuh"
+#include "backend/cuda/affine_int8_core.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
+#include "core/check.h"
+
+namespace g4::cuda {
+
+namespace {
+
+constexpr int kBlockRows = 128;  // weight rows per block
+constexpr int kTileChunks = 4;   // 32-column chunks per k-tile
+constexpr int kStages = 3;
+constexpr int kInStride = 40;    // words per input row of a stage: 32 + 8 (64-bit reads hit distinct banks)
+
+// Words per weight row of a stage: the tile's 4 B words plus padding that
+// puts a fragment load's 8 rows x 4 lanes in distinct banks.
+constexpr int CodeStride(int b) { return b == 2 ? 12 : b == 3 ? 20 : b == 4 ? 20 : b == 8 ? 40 : 28; }
+
+// WM x 8 warps: warp (wn, wm) takes weight rows 16 MI wn .. + 16 MI and
+// input rows 8 NI wm .. + 8 NI of the block.
+template <int B, int GP, int WM, int MI, int NI>
+struct MmaShape {
+  static constexpr int WN = 8;                      // warps along the weight rows
+  static constexpr int kThreads = 32 * WN * WM;
+  static constexpr int BN = WN * 16 * MI;           // weight rows per block
+  static constexpr int BM = WM * 8 * NI;            // input rows per block
+  static constexpr int GT = kTileChunks / GP;       // groups per k-tile
+  static constexpr int CS = CodeStride(B);
+  static constexpr int code_words = BN * CS;
+  static constexpr int in_words = BM * kInStride;
+  static constexpr int side = (BN + BM) * GT * 2;   // s, b per weight row; d, xs per input row
+  static constexpr int side_per_thread = (side + kThreads - 1) / kThreads;
+  static constexpr int stage_words = code_words + in_words + side;
+  static constexpr size_t smem_bytes = static_cast<size_t>(stage_words) * 4 * kStages;
+  static_assert(BN == kBlockRows, "a block takes kBlockRows weight rows");
+  static_assert(stage_words % 4 == 0, "stages stay 16-byte aligned");
+};
+
+__device__ __forceinline__ void CpAsync16(uint32_t* dst, const void* src) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
+}
+__device__ __forceinline__ void CpAsync4(uint32_t* dst, const void* src) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(src) : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// c += a (16 x 32 u8, row) times b (32 x 8 s8, col), exact int32.
+__device__ __forceinline__ void MmaU8S8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Words 2t and 2t + 1 of Unpack<B>'s eight for the chunk whose B packed
+// words start at w (shared memory): its QPos positions 8t .. 8t + 7.
+template <int B>
+__device__ __forceinline__ void UnpackPair(const uint32_t* w, int t, uint32_t& lo, uint32_t& hi) {
+  if constexpr (B == 4) {
+    const uint32_t v = w[t];
+    lo = v & 0x0f0f0f0fu;
+    hi = (v >> 4) & 0x0f0f0f0fu;
+  } else if constexpr (B == 8) {
+    const uint2 v = *reinterpret_cast<const uint2*>(w + 2 * t);
+    lo = v.x;
+    hi = v.y;
+  } else if constexpr (B == 2) {
+    const uint32_t v = w[t >> 1];
+    const int sh = (t & 1) * 4;
+    lo = (v >> sh) & 0x03030303u;
+    hi = (v >> (sh + 2)) & 0x03030303u;
+  } else {
+    // Codes 8t .. 8t + 7 of the bit stream: bits 8tB .. 8tB + 8B - 1, within
+    // two words for B <= 6 (the second may be the next chunk's or padding).
+    const int o = 8 * t * B;
+    const uint64_t v = ((static_cast<uint64_t>(w[(o >> 5) + 1]) << 32) | w[o >> 5]) >> (o & 31);
+    constexpr uint32_t kMask = (1u << B) - 1;
+    lo = 0;
+    hi = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      lo |= (static_cast<uint32_t>(v >> (i * B)) & kMask) << (8 * i);
+      hi |= (static_cast<uint32_t>(v >> ((i + 4) * B)) & kMask) << (8 * i);
+    }
+  }
+}
+
+// At most 128 registers a thread: 512 threads per SM.
+template <int B, int GP, int WM, int MI, int NI>
+__global__ __launch_bounds__(MmaShape<B, GP, WM, MI, NI>::kThreads, 2 / WM) void AffineMmaKernel(OutSet set, QRows qr,
+                                                                                              TileSource src) {
+  using S = MmaShape<B, GP, WM, MI, NI>;
+  constexpr int kThreads = S::kThreads;
+  extern __shared__ __align__(16) uint32_t smem[];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wn = warp % S::WN, wm = warp / S::WN;
+  int which;
+  AffineOut o = set.Of(blockIdx.x, which);
+  DevWeight& w = o.w;
+  FollowPredecessor();
+  int64_t x0;
+  int count;
+  if (src.table) {
+    const int tile = blockIdx.y;
+    if (tile >= *src.num_tiles) return;
+    const int e = src.tile_expert[tile];
+    x0 = src.tile_start[tile];
+    count = src.tile_count[tile];
+    w.data = src.table[3 * e];
+    w.scales = src.table[3 * e + 1];
+    w.biases = src.table[3 * e + 2];
+    w.vec16 = w.vec16 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+  } else {
+    x0 = static_cast<int64_t>(blockIdx.y) * S::BM;
+    count = static_cast<int>(min(static_cast<int64_t>(S::BM), src.M - x0));
+  }
+  const int64_t n0 = static_cast<int64_t>(static_cast<int32_t>(blockIdx.x) - set.first_block[which]) * S::BN;
+  const int64_t groups = w.groups_per_row, chunks = groups * GP;
+  const int64_t ktiles = (chunks + kTileChunks - 1) / kTileChunks;
+  const uint8_t* codes = static_cast<const uint8_t*>(w.data);
+
+  // Tile kt's codes and inputs into stage st (cp.async; the caller commits).
+  const auto produce = [&](int64_t kt, int st) {
+    uint32_t* cs = smem + st * S::stage_words;
+    uint32_t* in = cs + S::code_words;
+    const int nck = static_cast<int>(min(static_cast<int64_t>(kTileChunks), chunks - kt * kTileChunks));
+    if (w.vec16 && nck == kTileChunks) {
+      for (int e = tid; e < S::BN * B; e += kThreads) {  // B 16-byte pieces per row
+        const int r = e / B, p = e % B;
+        const int64_t row = min(n0 + r, w.rows - 1);
+        CpAsync16(cs + r * S::CS + 4 * p, codes + row * w.row_bytes + kt * (16 * B) + 16 * p);
+      }
+    } else {
+      const int words = nck * B;
+      for (int e = tid; e < S::BN * words; e += kThreads) {
+        const int r = e / words, p = e % words;
+        const int64_t row = min(n0 + r, w.rows - 1);
+        CpAsync4(cs + r * S::CS + p, codes + row * w.row_bytes + kt * (16 * B) + 4 * p);
+      }
+    }
+    const int pieces = 2 * nck;  // 16-byte pieces of an input row's tile
+    for (int e = tid; e < S::BM * pieces; e += kThreads) {
+      const int m = e / pieces, p = e % pieces;
+      const int64_t xr = x0 + min(m, count - 1);
+      CpAsync16(in + m * kInStride + 4 * p, qr.q + xr * qr.ldq + kt * (32 * kTileChunks) + 16 * p);
+    }
+  };
+  // Tile kt's scalars, element i of the stage's side area at side[i]:
+  // s[r][gl], b[r][gl], d[m][gl], xs[m][gl].
+  const auto side_load = [&](int64_t kt, float (&v)[S::side_per_thread]) {
+#pragma unroll
+    for (int j = 0; j < S::side_per_thread; ++j) {
+      const int e = tid + j * kThreads;
+      v[j] = 0.0f;
+      if (e >= S::side) continue;
+      int part = e / (S::BN * S::GT), rem = e % (S::BN * S::GT);
+      if (part < 2) {
+        const int r = rem / S::GT, gl = rem % S::GT;
+        const int64_t gg = kt * S::GT + gl;
+        if (gg >= groups) continue;
+        const int64_t row = min(n0 + r, w.rows - 1);
+        v[j] = LoadScale(w.scale_type, part == 0 ? w.scales : w.biases, row * w.groups_per_row + gg);
+      } else {
+        const int e2 = e - 2 * S::BN * S::GT;
+        part = e2 / (S::BM * S::GT);
+        rem = e2 % (S::BM * S::GT);
+        const int m = rem / S::GT, gl = rem % S::GT;
+        const int64_t gg = kt * S::GT + gl;
+        if (gg >= groups) continue;
+        const int64_t xr = x0 + min(m, count - 1);
+        v[j] = (part == 0 ? qr.d : qr.xs)[xr * qr.ldg + gg];
+      }
+    }
+  };
+  const auto side_store = [&](int st, const float (&v)[S::side_per_thread]) {
+    float* side = reinterpret_cast<float*>(smem + st * S::stage_words + S::code_words + S::in_words);
+#pragma unroll
+    for (int j = 0; j < S::side_per_thread; ++j) {
+      const int e = tid + j * kThreads;
+      if (e < S::side) side[e] = v[j];
+    }
+  };
+
+  int acc[MI][NI][4];
+  float y[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0, y[mi][ni][e] = 0.0f;
+
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < ktiles) produce(st, st);
+    CpAsyncCommit();
+  }
+  float sv[S::side_per_thread];
+  side_load(0, sv);
+  side_store(0, sv);
+
+  const int row_base = wn * 16 * MI + g;  // + 16 mi + 8 h: this thread's weight rows of the block
+  const int tok_base = wm * 8 * NI;       // + 8 ni + g (B fragments), + 8 ni + 2t + j (outputs)
+  for (int64_t kt = 0; kt < ktiles; ++kt) {
+    CpAsyncWait<kStages - 2>();
+    __syncthreads();
+    if (kt + kStages - 1 < ktiles) produce(kt + kStages - 1, static_cast<int>((kt + kStages - 1) % kStages));
+    CpAsyncCommit();
+    if (kt + 1 < ktiles) side_load(kt + 1, sv);
+
+    const int st = static_cast<int>(kt % kStages);
+    const uint32_t* cs = smem + st * S::stage_words;
+    const uint32_t* in = cs + S::code_words;
+    const float* side = reinterpret_cast<const float*>(in + S::in_words);
+    const int nck = static_cast<int>(min(static_cast<int64_t>(kTileChunks), chunks - kt * kTileChunks));
+#pragma unroll 1
+    for (int gl = 0; gl < S::GT; ++gl) {  // not unrolled: one group's registers at a time
+      if (gl * GP >= nck) break;
+#pragma unroll
+      for (int c = 0; c < GP; ++c) {
+        const int chunk = gl * GP + c;
+        uint32_t a[MI][4];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          const uint32_t* r0 = cs + (row_base + 16 * mi) * S::CS + chunk * B;
+          UnpackPair<B>(r0, t, a[mi][0], a[mi][2]);
+          UnpackPair<B>(r0 + 8 * S::CS, t, a[mi][1], a[mi][3]);
+        }
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+          const uint2 b = *reinterpret_cast<const uint2*>(in + (tok_base + 8 * ni + g) * kInStride + 8 * chunk + 2 * t);
+#pragma unroll
+          for (int mi = 0; mi < MI; ++mi) MmaU8S8(acc[mi][ni], a[mi], b.x, b.y);
+        }
+      }
+      // The group's sums join each output's float sequence.
+      float s[MI][2], bi[MI][2], d[NI][2], xs[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = row_base + 16 * mi + 8 * h;
+          s[mi][h] = side[r * S::GT + gl];
+          bi[mi][h] = side[S::BN * S::GT + r * S::GT + gl];
+        }
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int m = tok_base + 8 * ni + 2 * t + j;
+          d[ni][j] = side[2 * S::BN * S::GT + m * S::GT + gl];
+          xs[ni][j] = side[2 * S::BN * S::GT + S::BM * S::GT + m * S::GT + gl];
+        }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int h = e >> 1, j = e & 1;
+            const float sd = __fmul_rn(s[mi][h], d[ni][j]);
+            y[mi][ni][e] = __fmaf_rn(__int2float_rn(acc[mi][ni][e]), sd, y[mi][ni][e]);
+            y[mi][ni][e] = __fmaf_rn(bi[mi][h], xs[ni][j], y[mi][ni][e]);
+            acc[mi][ni][e] = 0;
+          }
+    }
+    if (kt + 1 < ktiles) side_store(static_cast<int>((kt + 1) % kStages), sv);
+  }
+  CpAsyncWait<0>();
+
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t row = n0 + row_base + 16 * mi + 8 * (e >> 1);
+        const int m = tok_base + 8 * ni + 2 * t + (e & 1);
+        if (m < count && row < w.rows) o.y[(x0 + m) * o.ldy + row] = y[mi][ni][e];
+      }
+}
+
+template <int B, int GP, int WM, int MI, int NI>
+void LaunchMma(const OutSet& set, const QRows& qr, const TileSource& src, int64_t tiles, cudaStream_t stream) {
+  using S = MmaShape<B, GP, WM, MI, NI>;
+  static bool configured = false;  // one thread drives the backend
+  if (!configured) {
+    G4_CUDA_CHECK(cudaFuncSetAttribute(AffineMmaKernel<B, GP, WM, MI, NI>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(S::smem_bytes)));
+    configured = true;
+  }
+  const dim3 grid(static_cast<unsigned>(set.first_block[set.n]), static_cast<unsigned>(tiles));
+  LaunchDependent(AffineMmaKernel<B, GP, WM, MI, NI>, grid, dim3(S::kThreads), S::smem_bytes, stream, set, qr, src);
+}
+
+template <int B, int GP>
+void LaunchForRows(int bm, const OutSet& set, const QRows& qr, const TileSource& src, int64_t tiles,
+                   cudaStream_t stream) {
+  if (bm == 64) return LaunchMma<B, GP, 2, 1, 4>(set, qr, src, tiles, stream);
+  return LaunchMma<B, GP, 1, 1, 4>(set, qr, src, tiles, stream);
+}
+
+template <int B>
+void LaunchForGroup(int bm, int group, const OutSet& set, const QRows& qr, const TileSource& src, int64_t tiles,
+                    cudaStream_t stream) {
+  switch (group) {
+    case 32:
+      return LaunchForRows<B, 1>(bm, set, qr, src, tiles, stream);
+    case 64:
+      return LaunchForRows<B, 2>(bm, set, qr, src, tiles, stream);
+    default:
+      return LaunchForRows<B, 4>(bm, set, qr, src, tiles, stream);
+  }
+}
+
+}  // namespace
+
+int AffineMmaTileRows(int64_t rows) { return rows <= 32 ? 32 : 64; }
+
+void AffineInt8MmaMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, const TileSource& src, int bm,
+                         int64_t tiles, cudaStream_t stream) {
+  G4_CHECK_MSG(bm == 32 || bm == 64, "[cuda] AffineInt8MmaMatMul: tile rows");
+  G4_CHECK_MSG(tiles <= 65535, "[cuda] MatMul: too many input rows for one launch");
+  G4_CHECK_MSG(src.table == nullptr || outs.size() == 1,
+               "[cuda] AffineInt8MmaMatMul: one product for expert tiles");
+  const OutSet set = MakeOutSet(outs, kBlockRows, "[cuda] AffineInt8MmaMatMul");
+  if (tiles == 0 || set.first_block[set.n] == 0) return;
+  const int group = outs[0].w.group;
+  switch (bits) {
+    case 2:
+      return LaunchForGroup<2>(bm, group, set, qr, src, tiles, stream);
+    case 3:
+      return LaunchForGroup<3>(bm, group, set, qr, src, tiles, stream);
+    case 4:
+      return LaunchForGroup<4>(bm, group, set, qr, src, tiles, stream);
+    case 5:
+      return LaunchForGroup<5>(bm, group, set, qr, src, tiles, stream);
+    case 6:
+      return LaunchForGroup<6>(bm, group, set, qr, src, tiles, stream);
+    default:
+      return LaunchForGroup<8>(bm, group, set, qr, src, tiles, stream);
+  }
+}
+
+int AffineMmaMinRows() {
+  static const int min_rows = [] {
+    const char* e = std::getenv("G4_CUDA_MMA_MIN_ROWS");
+    const int v = e ? std::atoi(e) : 0;
+    return v > 0 ? v : 9;
+  }();
+  return min_rows;
+}
+
+}  // namespace g4::cuda
