@@ -85,8 +85,8 @@ void AffineInt8MatMul(std::span<const AffineOut> outs, int bits, const QRows& qr
 // one-row kernel (affine_int8_row.cu): bitwise AffineInt8MatMul's.
 // Launched as a programmatic dependent of the kernel before it.
 void AffineInt8RowMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream);
-// The same products on the int8 tensor cores (affine_int8_mma.cu), bm (32
-// or 64) input rows per block: bitwise AffineInt8MatMul's. Launched as a
+// The same products on the int8 tensor cores (affine_int8_mma.cu), bm (8,
+// 32 or 64) input rows per block: bitwise AffineInt8MatMul's. Launched as a
 // programmatic dependent of the kernel before it. An expert-tile source
 // takes one product, tiles of at most bm rows.
 void AffineInt8MmaMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, const TileSource& src, int bm,

@@ -3,13 +3,14 @@
 // sums), so its outputs are bitwise AffineInt8MatMul's and the CPU
 // backend's.
 //
-// A block of 8 or 16 warps takes 128 weight rows and BM (32 or 64) input rows
-// and walks the columns in k-tiles of 128 (four 32-column chunks), kStages
-// deep: the tile's packed codes and quantized inputs arrive by cp.async
-// into shared memory; the scales, biases and the inputs' d and xs of the
-// next tile are read into registers while the current one computes, and
-// stored as floats beside it. Warp (wn, wm) owns 16 MI weight rows x 8 NI
-// input rows of the block: per chunk it unpacks its A fragments (weight
+// A block of WN x WM warps takes 16 WN weight rows and BM = 8 NI WM input
+// rows (shapes 128 x 64, 64 x 32, 32 x 8) and walks the columns in k-tiles
+// of 128 (four 32-column chunks), kStages deep: a tile's packed codes and
+// quantized inputs arrive by cp.async into shared memory; the scales,
+// biases and the inputs' d and xs of the next tile are read into registers
+// while the current one computes, and stored as floats beside it (by
+// cp.async too, 4 bytes at a time, they made the kernel 1.5x slower on the
+// H200). Warp (wn, wm) owns 16 weight rows x 8 NI input rows of the block: per chunk it unpacks its A fragments (weight
 // rows, mma rows) straight from the packed words and takes its B fragments
 // (input rows, mma columns) as 8-byte words. Inside a chunk the order of
 // the 32 columns is free (an integer sum is exact in any order): thread t
@@ -32,7 +33,6 @@ namespace g4::cuda {
 
 namespace {
 
-constexpr int kBlockRows = 128;  // weight rows per block
 constexpr int kTileChunks = 4;   // 32-column chunks per k-tile
 constexpr int kStages = 3;
 constexpr int kInStride = 40;    // words per input row of a stage: 32 + 8 (64-bit reads hit distinct banks)
@@ -41,12 +41,14 @@ constexpr int kInStride = 40;    // words per input row of a stage: 32 + 8 (64-b
 // puts a fragment load's 8 rows x 4 lanes in distinct banks.
 constexpr int CodeStride(int b) { return b == 2 ? 12 : b == 3 ? 20 : b == 4 ? 20 : b == 8 ? 40 : 28; }
 
-// WM x 8 warps: warp (wn, wm) takes weight rows 16 MI wn .. + 16 MI and
-// input rows 8 NI wm .. + 8 NI of the block.
-template <int B, int GP, int WM, int MI, int NI>
+// WN x WM warps: warp (wn, wm) takes weight rows 16 wn .. + 16 and input
+// rows 8 NI wm .. + 8 NI of the block. At most 128 registers a thread, so
+// 512 / kThreads blocks fit an SM.
+template <int B, int GP, int WN, int WM, int NI>
 struct MmaShape {
-  static constexpr int WN = 8;                      // warps along the weight rows
+  static constexpr int MI = 1;
   static constexpr int kThreads = 32 * WN * WM;
+  static constexpr int kBlocksPerSm = 512 / kThreads;
   static constexpr int BN = WN * 16 * MI;           // weight rows per block
   static constexpr int BM = WM * 8 * NI;            // input rows per block
   static constexpr int GT = kTileChunks / GP;       // groups per k-tile
@@ -57,7 +59,6 @@ struct MmaShape {
   static constexpr int side_per_thread = (side + kThreads - 1) / kThreads;
   static constexpr int stage_words = code_words + in_words + side;
   static constexpr size_t smem_bytes = static_cast<size_t>(stage_words) * 4 * kStages;
-  static_assert(BN == kBlockRows, "a block takes kBlockRows weight rows");
   static_assert(stage_words % 4 == 0, "stages stay 16-byte aligned");
 };
 
@@ -118,15 +119,15 @@ __device__ __forceinline__ void UnpackPair(const uint32_t* w, int t, uint32_t& l
 }
 
 // At most 128 registers a thread: 512 threads per SM.
-template <int B, int GP, int WM, int MI, int NI>
-__global__ __launch_bounds__(MmaShape<B, GP, WM, MI, NI>::kThreads, 2 / WM) void AffineMmaKernel(OutSet set, QRows qr,
-                                                                                              TileSource src) {
-  using S = MmaShape<B, GP, WM, MI, NI>;
-  constexpr int kThreads = S::kThreads;
+template <int B, int GP, int WN, int WM, int NI>
+__global__ __launch_bounds__(MmaShape<B, GP, WN, WM, NI>::kThreads, MmaShape<B, GP, WN, WM, NI>::kBlocksPerSm) void
+AffineMmaKernel(OutSet set, QRows qr, TileSource src) {
+  using S = MmaShape<B, GP, WN, WM, NI>;
+  constexpr int kThreads = S::kThreads, MI = S::MI;
   extern __shared__ __align__(16) uint32_t smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int wn = warp % S::WN, wm = warp / S::WN;
+  const int wn = warp % WN, wm = warp / WN;
   int which;
   AffineOut o = set.Of(blockIdx.x, which);
   DevWeight& w = o.w;
@@ -313,66 +314,70 @@ __global__ __launch_bounds__(MmaShape<B, GP, WM, MI, NI>::kThreads, 2 / WM) void
       }
 }
 
-template <int B, int GP, int WM, int MI, int NI>
-void LaunchMma(const OutSet& set, const QRows& qr, const TileSource& src, int64_t tiles, cudaStream_t stream) {
-  using S = MmaShape<B, GP, WM, MI, NI>;
+// The launch of products `outs` (1 to kMaxAffineOuts) in one shape.
+template <int B, int GP, int WN, int WM, int NI>
+void LaunchMma(std::span<const AffineOut> outs, const QRows& qr, const TileSource& src, int64_t tiles,
+               cudaStream_t stream) {
+  using S = MmaShape<B, GP, WN, WM, NI>;
+  const OutSet set = MakeOutSet(outs, S::BN, "[cuda] AffineInt8MmaMatMul");
+  if (tiles == 0 || set.first_block[set.n] == 0) return;
   static bool configured = false;  // one thread drives the backend
   if (!configured) {
-    G4_CUDA_CHECK(cudaFuncSetAttribute(AffineMmaKernel<B, GP, WM, MI, NI>,
+    G4_CUDA_CHECK(cudaFuncSetAttribute(AffineMmaKernel<B, GP, WN, WM, NI>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(S::smem_bytes)));
     configured = true;
   }
   const dim3 grid(static_cast<unsigned>(set.first_block[set.n]), static_cast<unsigned>(tiles));
-  LaunchDependent(AffineMmaKernel<B, GP, WM, MI, NI>, grid, dim3(S::kThreads), S::smem_bytes, stream, set, qr, src);
+  LaunchDependent(AffineMmaKernel<B, GP, WN, WM, NI>, grid, dim3(S::kThreads), S::smem_bytes, stream, set, qr, src);
 }
 
+// The shapes: 128 weight rows x 64 input rows (16 warps), 64 x 32 (8
+// warps), 32 x 8 (2 warps: small launches still fill the GPU).
 template <int B, int GP>
-void LaunchForRows(int bm, const OutSet& set, const QRows& qr, const TileSource& src, int64_t tiles,
+void LaunchForRows(int bm, std::span<const AffineOut> outs, const QRows& qr, const TileSource& src, int64_t tiles,
                    cudaStream_t stream) {
-  if (bm == 64) return LaunchMma<B, GP, 2, 1, 4>(set, qr, src, tiles, stream);
-  return LaunchMma<B, GP, 1, 1, 4>(set, qr, src, tiles, stream);
+  if (bm == 64) return LaunchMma<B, GP, 8, 2, 4>(outs, qr, src, tiles, stream);
+  if (bm == 32) return LaunchMma<B, GP, 4, 2, 2>(outs, qr, src, tiles, stream);
+  return LaunchMma<B, GP, 2, 1, 1>(outs, qr, src, tiles, stream);
 }
 
 template <int B>
-void LaunchForGroup(int bm, int group, const OutSet& set, const QRows& qr, const TileSource& src, int64_t tiles,
+void LaunchForGroup(int bm, std::span<const AffineOut> outs, const QRows& qr, const TileSource& src, int64_t tiles,
                     cudaStream_t stream) {
-  switch (group) {
+  switch (outs[0].w.group) {
     case 32:
-      return LaunchForRows<B, 1>(bm, set, qr, src, tiles, stream);
+      return LaunchForRows<B, 1>(bm, outs, qr, src, tiles, stream);
     case 64:
-      return LaunchForRows<B, 2>(bm, set, qr, src, tiles, stream);
+      return LaunchForRows<B, 2>(bm, outs, qr, src, tiles, stream);
     default:
-      return LaunchForRows<B, 4>(bm, set, qr, src, tiles, stream);
+      return LaunchForRows<B, 4>(bm, outs, qr, src, tiles, stream);
   }
 }
 
 }  // namespace
 
-int AffineMmaTileRows(int64_t rows) { return rows <= 32 ? 32 : 64; }
+int AffineMmaTileRows(int64_t rows) { return rows <= 8 ? 8 : rows <= 32 ? 32 : 64; }
 
 void AffineInt8MmaMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, const TileSource& src, int bm,
                          int64_t tiles, cudaStream_t stream) {
-  G4_CHECK_MSG(bm == 32 || bm == 64, "[cuda] AffineInt8MmaMatMul: tile rows");
+  G4_CHECK_MSG(bm == 8 || bm == 32 || bm == 64, "[cuda] AffineInt8MmaMatMul: tile rows");
   G4_CHECK_MSG(tiles <= 65535, "[cuda] MatMul: too many input rows for one launch");
   G4_CHECK_MSG(src.table == nullptr || outs.size() == 1,
                "[cuda] AffineInt8MmaMatMul: one product for expert tiles");
-  const OutSet set = MakeOutSet(outs, kBlockRows, "[cuda] AffineInt8MmaMatMul");
-  if (tiles == 0 || set.first_block[set.n] == 0) return;
-  const int group = outs[0].w.group;
   switch (bits) {
     case 2:
-      return LaunchForGroup<2>(bm, group, set, qr, src, tiles, stream);
+      return LaunchForGroup<2>(bm, outs, qr, src, tiles, stream);
     case 3:
-      return LaunchForGroup<3>(bm, group, set, qr, src, tiles, stream);
+      return LaunchForGroup<3>(bm, outs, qr, src, tiles, stream);
     case 4:
-      return LaunchForGroup<4>(bm, group, set, qr, src, tiles, stream);
+      return LaunchForGroup<4>(bm, outs, qr, src, tiles, stream);
     case 5:
-      return LaunchForGroup<5>(bm, group, set, qr, src, tiles, stream);
+      return LaunchForGroup<5>(bm, outs, qr, src, tiles, stream);
     case 6:
-      return LaunchForGroup<6>(bm, group, set, qr, src, tiles, stream);
+      return LaunchForGroup<6>(bm, outs, qr, src, tiles, stream);
     default:
-      return LaunchForGroup<8>(bm, group, set, qr, src, tiles, stream);
+      return LaunchForGroup<8>(bm, outs, qr, src, tiles, stream);
   }
 }
 

@@ -402,17 +402,17 @@ void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, 
     QuantizeRows(x.f32(), ldx, up, ldu, nullptr, 1, M, K, w0.group_size, w0.bits, qr, stream);
   }
   const std::span<const AffineOut> products(outs, ws.size());
+  if (M >= AffineMmaMinRows()) {
+    SubProfile sp(stream, M > 64 ? "matmul int8 mma (>64 rows)" : "matmul int8 mma (<=64 rows)");
+    const int bm = AffineMmaTileRows(M);
+    return AffineInt8MmaMatMul(products, w0.bits, qr, {.M = M}, bm, (M + bm - 1) / bm, stream);
+  }
   if (M == 1) {
     SubProfile sp(stream, weights >= (int64_t{1} << 24) ? "matmul int8 row (>=16M weights)" : "matmul int8 row (small)");
     return AffineInt8RowMatMul(products, w0.bits, qr, stream);
   }
   TileSource src;
   src.M = M;
-  if (M >= AffineMmaMinRows()) {
-    SubProfile sp(stream, M > 64 ? "matmul int8 mma (>64 rows)" : "matmul int8 mma (<=64 rows)");
-    const int bm = AffineMmaTileRows(M);
-    return AffineInt8MmaMatMul(products, w0.bits, qr, src, bm, (M + bm - 1) / bm, stream);
-  }
   const int mt = M == 2 ? 2 : M <= 4 ? 4 : 8;
   SubProfile sp(stream, M > 64 ? "matmul int8 (>64 rows)" : weights >= (int64_t{1} << 24)
                                                                  ? "matmul int8 (>=16M weights)"
