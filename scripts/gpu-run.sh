@@ -120,13 +120,16 @@ run_bench() {
   [ -n "${G4_BENCH_KEEP:-}" ] || rm -rf "$dir"
 }
 
-# profile PRESET:QUANT: per-op device time of a short batch-1 decode.
+# profile PRESET:QUANT: per-op device time of a short batch-1 decode after
+# a prompt of G4_PROFILE_PROMPT tokens (default 512, one chunk) and
+# G4_PROFILE_GEN steps (default 16; 1 for a prefill profile).
 run_profile() {
   local spec=$1 preset quant kv
   IFS=: read -r preset quant kv <<<"$spec"
   G4_BENCH_KEEP=1 G4_BENCH_BATCHES= G4_BENCH_PREFILL= run_bench "$spec" || return
+  local prompt=${G4_PROFILE_PROMPT:-512}
   G4_CUDA_PROFILE=1 "$bin/g4" bench --model "/tmp/g4-synth-$preset-$quant" --backend cuda --kv "${kv:-plain:bf16}" \
-    --batch 1 --prompt 512 --gen 16 --memcpy-mib 0 >>"$out/profile.log" 2>&1
+    --batch 1 --prompt "$prompt" --chunk "$prompt" --gen "${G4_PROFILE_GEN:-16}" --memcpy-mib 0 >>"$out/profile.log" 2>&1
   note "profile $spec: $(grep -m1 'in ops' "$out/profile.log")"
   grep '\[cuda profile\]' "$out/profile.log" | head -14 | tee -a "$summary"
 }
