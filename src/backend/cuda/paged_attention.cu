@@ -15,10 +15,17 @@
 // other rows of the step, so a row's bits are the same in any batch and
 // chunked prefill equals decode. The split size is fixed (never a function
 // of the batch), and at batch 1 gives splits x KV heads blocks.
+//
+// Sequences with many rows in the step (prefill runs: kTiledMinRowsDefault
+// or more) have their split states computed by the query-tiled kernel of
+// paged_attention_tiled.cu instead, in the same operations and order: it
+// reads a split's keys once per tile of rows rather than once per row. The
+// split kernel then skips those rows; the merge is common.
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kv_codec.cuh"
+#include "backend/cuda/paged_attention_core.cuh"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/sub_profile.h"
@@ -27,129 +34,15 @@
 namespace g4::cuda {
 namespace {
 
-constexpr int kSplitKeys = 64;  // keys per split: 2 per lane in the softmax step
-constexpr int kWarps = 8;       // per split block
-constexpr int kKeysPerWarp = kSplitKeys / kWarps;
+using namespace attn;  // NOLINT: the shared pieces (paged_attention_core.cuh)
+
 constexpr int kThreads = 128;                         // merge block
 constexpr size_t kPartialBudget = size_t{512} << 20;  // bytes of split states per launch
-
-struct AttnStore {
-  DevKvFormat f;
-  const uint8_t* records = nullptr;
-  int64_t num_blocks = 0;
-  const float* centroids = nullptr;
-  const float* signs = nullptr;
-  bool vec = false;  // plain, head slices 16-byte aligned and filling the lanes: wide loads
-};
-
-struct AttnParams {
-  const int32_t* positions;
-  const int32_t* row_seq;
-  const int32_t* kv_len;
-  int64_t num_seqs;
-  AttnStore store[2];
-  const int32_t* table;
-  int64_t table_stride;
-  const uint8_t* seq_store;
-  int block_size;
-  const float* q;
-  int64_t ldq;
-  float* out;
-  int64_t ldo;
-  int heads, kv_heads, d, group, window;
-  float scale;
-  int splits_max;
-  int64_t row0;
-  float* partial;  // [rows][kv_heads][splits_max][state]
-};
-
-__device__ __forceinline__ int64_t StateFloats(const AttnParams& a) {
-  return static_cast<int64_t>(a.group) * (2 + a.d);
-}
-
-struct RowInfo {
-  int32_t seq, pos, lo, store;
-};
-
-__device__ __forceinline__ RowInfo ReadRow(const AttnParams& a, int64_t r) {
-  RowInfo ri;
-  ri.seq = a.row_seq[r];
-  if (ri.seq < 0 || ri.seq >= a.num_seqs) __trap();
-  ri.pos = a.positions[r];
-  if (ri.pos < 0 || ri.pos >= a.kv_len[ri.seq]) __trap();
-  ri.lo = a.window > 0 ? max(0, ri.pos - a.window + 1) : 0;
-  ri.store = a.seq_store ? a.seq_store[ri.seq] : 0;
-  if (ri.store != 0 && ri.store != 1) __trap();
-  return ri;
-}
-
-// The record of key j (positions fit in 32 bits: 32-bit division).
-__device__ __forceinline__ const uint8_t* Record(const AttnParams& a, const AttnStore& s, int32_t seq,
-                                                 int32_t j) {
-  const int32_t entry = j / a.block_size, slot = j - entry * a.block_size;
-  if (entry >= a.table_stride) __trap();
-  const int32_t block = a.table[seq * a.table_stride + entry];
-  if (block < 0 || block >= s.num_blocks) __trap();  // a visible key in a missing block
-  return s.records + (static_cast<int64_t>(block) * a.block_size + slot) * s.f.record_bytes;
-}
 
 // Record j of the tile, computed by lane j and broadcast.
 __device__ __forceinline__ const uint8_t* TileRecord(const uint8_t* mine, int j) {
   return reinterpret_cast<const uint8_t*>(
       __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(mine), j));
-}
-
-// D32 elements of a record's K (value=false) or V (value=true) for one lane:
-// elements base .. base + D32 - 1, those at or past `valid` read as 0.
-// `vec`: a plain store whose head slices sit at 16-byte-aligned offsets and
-// fill all 32 lanes, read in wide pieces (same values).
-template <int D32>
-__device__ __forceinline__ void LoadElems(const AttnStore& st, const uint8_t* rec, int64_t base, int valid,
-                                          bool value, float (&out)[D32]) {
-  const DevKvFormat& f = st.f;
-  if (st.vec) {
-    const uint8_t* p = rec + (value ? f.v_codes : f.k_codes);
-    if (f.plain_bytes == 2) {
-      const uint16_t* h = reinterpret_cast<const uint16_t*>(p) + base;
-      uint32_t wbuf[(D32 + 1) / 2];
-      if constexpr (D32 >= 8) {
-#pragma unroll
-        for (int v = 0; v < D32 / 8; ++v) {
-          const uint4 u = __ldg(reinterpret_cast<const uint4*>(h) + v);
-          wbuf[4 * v] = u.x, wbuf[4 * v + 1] = u.y, wbuf[4 * v + 2] = u.z, wbuf[4 * v + 3] = u.w;
-        }
-      } else if constexpr (D32 == 4) {
-        const uint2 u = __ldg(reinterpret_cast<const uint2*>(h));
-        wbuf[0] = u.x, wbuf[1] = u.y;
-      } else if constexpr (D32 == 2) {
-        wbuf[0] = __ldg(reinterpret_cast<const unsigned int*>(h));
-      } else {
-        wbuf[0] = __ldg(reinterpret_cast<const unsigned short*>(h));
-      }
-#pragma unroll
-      for (int i = 0; i < D32; ++i) {
-        const uint16_t x = static_cast<uint16_t>(wbuf[i / 2] >> (16 * (i % 2)));
-        out[i] = f.plain_bf16 ? Bf16ToF32(x) : F16ToF32(x);
-      }
-      return;
-    }
-    const float* fp = reinterpret_cast<const float*>(p) + base;
-    if constexpr (D32 >= 4) {
-#pragma unroll
-      for (int v = 0; v < D32 / 4; ++v) {
-        const float4 u = __ldg(reinterpret_cast<const float4*>(fp) + v);
-        out[4 * v] = u.x, out[4 * v + 1] = u.y, out[4 * v + 2] = u.z, out[4 * v + 3] = u.w;
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < D32; ++i) out[i] = __ldg(fp + i);
-    }
-    return;
-  }
-#pragma unroll
-  for (int i = 0; i < D32; ++i)
-    out[i] = i < valid ? (value ? DecodeValue(f, rec, base + i, st.centroids) : DecodeKey(f, rec, base + i))
-                       : 0.0f;
 }
 
 // One block of kWarps warps per (row, KV head, split, group of up to GP
@@ -176,6 +69,10 @@ __global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int hea
   const RowInfo ri = ReadRow(a, r);
   const int64_t my = ri.lo / kSplitKeys + split;
   if (my * kSplitKeys > ri.pos) return;  // the row has fewer splits (the whole block)
+  if (TiledSeq(a, ri.seq)) {              // the query-tiled kernel's row: wait for it, so the
+    WaitForPredecessor();                 // merge after this kernel finds its states
+    return;
+  }
   const int64_t k_begin = max(static_cast<int64_t>(ri.lo), my * kSplitKeys);
   const int64_t k_end = min(static_cast<int64_t>(ri.pos) + 1, (my + 1) * kSplitKeys);
   const int nk = static_cast<int>(k_end - k_begin);
@@ -443,11 +340,24 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   const size_t split_smem =
       (static_cast<size_t>(GP) * kSplitKeys + 2 * GP + static_cast<size_t>(kWarps) * GP * 32 * D32) *
       sizeof(float);
+  // Sequences of tiled_min rows or more (prefill runs) take the query-tiled
+  // kernel; the split kernel runs too unless the step is one such sequence.
+  const int tiled_min = args.rows.query_start != nullptr ? TiledMinRows() : 0;
+  const bool tiled = tiled_min > 0 && args.rows.max_query_rows >= tiled_min;
+  const bool split = !tiled || args.rows.num_seqs > 1 || rows < tiled_min;
+  a.query_start = args.rows.query_start;
+  a.tiled_min_rows = tiled ? tiled_min : 0;
+  a.max_kv_len = max_len;
   for (int64_t r0 = 0; r0 < rows; r0 += group_rows) {
     const int64_t n = std::min(group_rows, rows - r0);
     a.row0 = r0;
-    const dim3 grid(static_cast<unsigned>(a.splits_max * head_groups), a.kv_heads, static_cast<unsigned>(n));
-    {
+    if (tiled) {
+      SubProfile sp_tiled(stream, "attention tiled");
+      LaunchTiled(a, D32, n, stream);
+      G4_CUDA_LAUNCHED();
+    }
+    if (split) {
+      const dim3 grid(static_cast<unsigned>(a.splits_max * head_groups), a.kv_heads, static_cast<unsigned>(n));
       SubProfile sp_split(stream, rows == 1 ? "attention split (1 row)" : "attention split");
       launch_split(grid, split_smem, a, head_groups, group_heads, stream);
       G4_CUDA_LAUNCHED();

@@ -1,0 +1,165 @@
+// What the two kernels of Ops::PagedAttention that produce split states
+// share (paged_attention.cu: the split kernel and the merge;
+// paged_attention_tiled.cu: the query-tiled kernel for prefill runs): the
+// launch parameters, the row and record lookups, and the decoding of one
+// lane's slice of a record. A row's keys lo..pos are cut at multiples of
+// kSplitKeys into splits; a split's state (its maximum m, its sum l, its
+// weighted values acc) lands in AttnParams::partial at [row - row0][KV
+// head][split - lo / kSplitKeys], and the merge combines a row's splits in
+// order. Both kernels compute every state with the same float operations in
+// the same order (paged_attention.cu), so which one ran is invisible in the
+// bits. Internal to backend/cuda.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/device_common.cuh"
+#include "backend/cuda/kv_codec.cuh"
+
+namespace g4::cuda::attn {
+
+constexpr int kSplitKeys = 64;  // keys per split: 2 per lane in the softmax step
+constexpr int kWarps = 8;       // per split block
+constexpr int kKeysPerWarp = kSplitKeys / kWarps;
+
+struct AttnStore {
+  DevKvFormat f;
+  const uint8_t* records = nullptr;
+  int64_t num_blocks = 0;
+  const float* centroids = nullptr;
+  const float* signs = nullptr;
+  bool vec = false;  // plain, head slices 16-byte aligned and filling the lanes: wide loads
+};
+
+struct AttnParams {
+  const int32_t* positions;
+  const int32_t* row_seq;
+  const int32_t* kv_len;
+  int64_t num_seqs;
+  AttnStore store[2];
+  const int32_t* table;
+  int64_t table_stride;
+  const uint8_t* seq_store;
+  int block_size;
+  const float* q;
+  int64_t ldq;
+  float* out;
+  int64_t ldo;
+  int heads, kv_heads, d, group, window;
+  float scale;
+  int splits_max;
+  int64_t row0;
+  float* partial;  // [rows][kv_heads][splits_max][state]
+  // Sequences of at least this many rows in the step take the query-tiled
+  // kernel (paged_attention_tiled.cu), the others the split kernel; 0: all
+  // take the split kernel.
+  const int32_t* query_start;
+  int tiled_min_rows;
+  int64_t max_kv_len;  // StepRows::max_kv_len
+};
+
+__device__ __forceinline__ int64_t StateFloats(const AttnParams& a) {
+  return static_cast<int64_t>(a.group) * (2 + a.d);
+}
+
+// Rows of sequence `seq` in the step.
+__device__ __forceinline__ int32_t SeqRows(const AttnParams& a, int32_t seq) {
+  return a.query_start[seq + 1] - a.query_start[seq];
+}
+
+// Whether sequence `seq`'s rows go to the query-tiled kernel.
+__device__ __forceinline__ bool TiledSeq(const AttnParams& a, int32_t seq) {
+  return a.tiled_min_rows > 0 && SeqRows(a, seq) >= a.tiled_min_rows;
+}
+
+struct RowInfo {
+  int32_t seq, pos, lo, store;
+};
+
+__device__ __forceinline__ RowInfo ReadRow(const AttnParams& a, int64_t r) {
+  RowInfo ri;
+  ri.seq = a.row_seq[r];
+  if (ri.seq < 0 || ri.seq >= a.num_seqs) __trap();
+  ri.pos = a.positions[r];
+  if (ri.pos < 0 || ri.pos >= a.kv_len[ri.seq]) __trap();
+  ri.lo = a.window > 0 ? max(0, ri.pos - a.window + 1) : 0;
+  ri.store = a.seq_store ? a.seq_store[ri.seq] : 0;
+  if (ri.store != 0 && ri.store != 1) __trap();
+  return ri;
+}
+
+// The record of key j (positions fit in 32 bits: 32-bit division).
+__device__ __forceinline__ const uint8_t* Record(const AttnParams& a, const AttnStore& s, int32_t seq,
+                                                 int32_t j) {
+  const int32_t entry = j / a.block_size, slot = j - entry * a.block_size;
+  if (entry >= a.table_stride) __trap();
+  const int32_t block = a.table[seq * a.table_stride + entry];
+  if (block < 0 || block >= s.num_blocks) __trap();  // a visible key in a missing block
+  return s.records + (static_cast<int64_t>(block) * a.block_size + slot) * s.f.record_bytes;
+}
+
+// D32 elements of a record's K (value=false) or V (value=true) for one lane:
+// elements base .. base + D32 - 1, those at or past `valid` read as 0.
+// `vec`: a plain store whose head slices sit at 16-byte-aligned offsets and
+// fill all 32 lanes, read in wide pieces (same values).
+template <int D32>
+__device__ __forceinline__ void LoadElems(const AttnStore& st, const uint8_t* rec, int64_t base, int valid,
+                                          bool value, float (&out)[D32]) {
+  const DevKvFormat& f = st.f;
+  if (st.vec) {
+    const uint8_t* p = rec + (value ? f.v_codes : f.k_codes);
+    if (f.plain_bytes == 2) {
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(p) + base;
+      uint32_t wbuf[(D32 + 1) / 2];
+      if constexpr (D32 >= 8) {
+#pragma unroll
+        for (int v = 0; v < D32 / 8; ++v) {
+          const uint4 u = __ldg(reinterpret_cast<const uint4*>(h) + v);
+          wbuf[4 * v] = u.x, wbuf[4 * v + 1] = u.y, wbuf[4 * v + 2] = u.z, wbuf[4 * v + 3] = u.w;
+        }
+      } else if constexpr (D32 == 4) {
+        const uint2 u = __ldg(reinterpret_cast<const uint2*>(h));
+        wbuf[0] = u.x, wbuf[1] = u.y;
+      } else if constexpr (D32 == 2) {
+        wbuf[0] = __ldg(reinterpret_cast<const unsigned int*>(h));
+      } else {
+        wbuf[0] = __ldg(reinterpret_cast<const unsigned short*>(h));
+      }
+#pragma unroll
+      for (int i = 0; i < D32; ++i) {
+        const uint16_t x = static_cast<uint16_t>(wbuf[i / 2] >> (16 * (i % 2)));
+        out[i] = f.plain_bf16 ? Bf16ToF32(x) : F16ToF32(x);
+      }
+      return;
+    }
+    const float* fp = reinterpret_cast<const float*>(p) + base;
+    if constexpr (D32 >= 4) {
+#pragma unroll
+      for (int v = 0; v < D32 / 4; ++v) {
+        const float4 u = __ldg(reinterpret_cast<const float4*>(fp) + v);
+        out[4 * v] = u.x, out[4 * v + 1] = u.y, out[4 * v + 2] = u.z, out[4 * v + 3] = u.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < D32; ++i) out[i] = __ldg(fp + i);
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < D32; ++i)
+    out[i] = i < valid ? (value ? DecodeValue(f, rec, base + i, st.centroids) : DecodeKey(f, rec, base + i))
+                       : 0.0f;
+}
+
+// Host side of the query-tiled kernel (paged_attention_tiled.cu).
+// G4_CUDA_ATTN_TILED_MIN_ROWS (default kTiledMinRowsDefault; 0: never)
+// sets AttnParams::tiled_min_rows; tests set 1 to put every row there.
+constexpr int kTiledMinRowsDefault = 8;
+int TiledMinRows();
+// The split states of the `rows` rows from a.row0 whose sequences
+// TiledSeq selects; d32 = head_dim / 32 rounded up to 1, 2, 4, 8 or 16.
+void LaunchTiled(const AttnParams& a, int d32, int64_t rows, cudaStream_t stream);
+
+}  // namespace g4::cuda::attn

@@ -1,0 +1,374 @@
+// The split states of Ops::PagedAttention for prefill runs, a tile of a
+// sequence's rows at a time: one block per (tile of consecutive rows of one
+// sequence, KV head, group of query heads, split of kSplitKeys keys)
+// decodes the split's keys and values once into shared memory and computes
+// the state of every (row, query head) of the tile, where the split kernel
+// (paged_attention.cu) reads them again for every row. The float operations
+// and their order are the split kernel's, element for element:
+//  - score: per 32-lane slice of head_dim (lane l owns elements l * D32 ..
+//    l * D32 + D32 - 1) the fma chain over the slice, then the slices
+//    summed in the warp butterfly's tree (offsets 16, 8, 4, 2, 1), times the
+//    scale. A warp here holds 16 scores' slices at once and sums them by
+//    recursive halving (ReduceScatter): each stage adds the same two
+//    partials the butterfly adds, for half the scores, so lanes 2i and
+//    2i + 1 end with score i's butterfly sum, at about one shuffle per
+//    score instead of five;
+//  - softmax: the split kernel's code, one warp per (row, query head), keys
+//    numbered from the row's first key in the split;
+//  - values: per element, fma chains over the row's keys 0-7, 8-15, ...
+//    (the split kernel's warps), added in order; chains past the row's
+//    last key add 0.
+// Rows of the tile whose window or causal range misses the split (a
+// sliding window's start, the diagonal) simply have no state there.
+#include <algorithm>
+#include <cstdlib>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/paged_attention_core.cuh"
+#include "backend/cuda/pdl.cuh"
+#include "core/check.h"
+
+namespace g4::cuda::attn {
+namespace {
+
+constexpr int kTileQueries = 32;  // (row, query head) pairs per block
+constexpr int kTileThreads = kWarps * 32;
+
+template <int D32>
+struct TileShape {
+  // Scores: tasks of kTaskQueries x kTaskKeys = 16 scores per warp (q of
+  // the task's queries in registers), the keys read kKeyChunk at a time
+  // into shared memory.
+  static constexpr int kTaskScores = 16;
+  static constexpr int kTaskQueries = D32 >= 16 ? 4 : 8;
+  static constexpr int kTaskKeys = kTaskScores / kTaskQueries;
+  static constexpr int kKeyChunk = D32 >= 16 ? 32 : 64;
+  static constexpr int kQueryGroups = kTileQueries / kTaskQueries;   // 4 or 8
+  static constexpr int kWarpsPerQueryGroup = kWarps / kQueryGroups;  // 2 or 1
+  static constexpr int kTasksPerWarp = kKeyChunk / kTaskKeys / kWarpsPerQueryGroup;
+  // Values: a thread owns kPvQueries queries x kPvElems elements of its
+  // lane's slice; a pass covers kPassElems elements of every slice, all
+  // kSplitKeys keys in shared memory.
+  static constexpr int kPvQueries = D32 >= 8 ? 8 : 4;
+  static constexpr int kPvElems = D32 < 4 ? D32 : 4;
+  static constexpr int kPvQueryGroups = kTileQueries / kPvQueries;  // 4 or 8
+  static constexpr int kPvWarpsPerGroup = kWarps / kPvQueryGroups;  // 2 or 1
+  static constexpr int kPassElems = kPvWarpsPerGroup * kPvElems;
+  static constexpr int kPasses = D32 / kPassElems;
+  static constexpr int kBufferFloats =
+      (kKeyChunk * D32 > kSplitKeys * kPassElems ? kKeyChunk * D32 : kSplitKeys * kPassElems) * 32;
+  static_assert(kTasksPerWarp * kWarpsPerQueryGroup * kTaskKeys == kKeyChunk);
+  static_assert(kPasses * kPassElems == D32);
+};
+
+// N (16 or 32) values per lane -> v[0] of lane i is the butterfly sum
+// (WarpSum: offsets 16, 8, 4, 2, 1) over the lanes of their value i / (32 /
+// N): halving stages while a lane holds more than one value, then plain
+// butterfly stages.
+template <int N>
+__device__ __forceinline__ void ReduceScatter(float (&v)[N], int lane) {
+  static_assert(N == 16 || N == 32);
+#pragma unroll
+  for (int o = 16, half = N / 2; o >= 1; o >>= 1, half >>= 1) {
+    if (half >= 1) {
+      const bool upper = (lane & o) != 0;
+#pragma unroll
+      for (int t = 0; t < half; ++t) {
+        const float keep = upper ? v[t + half] : v[t];
+        const float send = upper ? v[t] : v[t + half];
+        v[t] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+      }
+    } else {
+      v[0] = v[0] + __shfl_xor_sync(0xffffffffu, v[0], o);
+    }
+  }
+}
+
+// LoadElems with the per-element decoding out of line: inlined, its
+// codec branches keep registers the score and value loops need.
+template <int N>
+__device__ __noinline__ void LoadElemsDecoded(const AttnStore& st, const uint8_t* rec, int64_t base,
+                                              int valid, bool value, float (&out)[N]) {
+  LoadElems<N>(st, rec, base, valid, value, out);
+}
+template <int N>
+__device__ __forceinline__ void LoadSlice(const AttnStore& st, const uint8_t* rec, int64_t base, int valid,
+                                          bool value, float (&out)[N]) {
+  if (st.vec) {
+    LoadElems<N>(st, rec, base, valid, value, out);
+  } else {
+    LoadElemsDecoded<N>(st, rec, base, valid, value, out);
+  }
+}
+
+// Per tile row of the current segment: its key range in the split
+// (first = offset from the split's first key, count 0 = no state) and
+// where its state goes.
+struct TileRow {
+  int first, count, split;
+};
+
+template <int D32>
+__global__ __launch_bounds__(kTileThreads, 2) void TiledKernel(AttnParams a, int tile_rows,
+                                                               int heads_per_group, int head_groups,
+                                                               int64_t rows) {
+  using S = TileShape<D32>;
+  extern __shared__ float sm[];
+  float* buf = sm;                             // keys [chunk][D32][32], then values [key][pass elems][32]
+  float* sc = buf + S::kBufferFloats;          // [kTileQueries][kSplitKeys] scores, then p in place
+  float* pt = sc + kTileQueries * kSplitKeys;  // [kSplitKeys][kTileQueries] p, transposed for the values
+  __shared__ TileRow trow[kTileQueries];
+  __shared__ int span[2];  // the segment's keys in the split: [span[0], span[1])
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int kh = blockIdx.y / head_groups, hg = blockIdx.y % head_groups;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.z) * tile_rows;
+  if (t0 >= rows) return;
+  const int64_t t_end = std::min<int64_t>(t0 + tile_rows, rows);
+  const int G = a.group, d = a.d, g0 = hg * heads_per_group;
+  const int gn = min(heads_per_group, G - g0);
+  const int e0 = lane * D32;
+  const int valid = max(0, min(D32, d - e0));
+  const int64_t base = static_cast<int64_t>(kh) * d + e0;
+  // Launched as a dependent (pdl.cuh) that never lets its own dependent
+  // start early: the split kernel after it has blocks that end without
+  // work, and the merge must still find every state of this kernel.
+  WaitForPredecessor();
+
+  for (int64_t cur = t0; cur < t_end;) {
+    // The segment: the tile's next rows of one sequence.
+    const int32_t seq = a.row_seq[a.row0 + cur];
+    int64_t seg_end = cur + 1;
+    while (seg_end < t_end && a.row_seq[a.row0 + seg_end] == seq) ++seg_end;
+    const int seg_rows = static_cast<int>(seg_end - cur);
+    const int64_t seg0 = cur;
+    cur = seg_end;
+    if (seq < 0 || seq >= a.num_seqs) __trap();
+    if (!TiledSeq(a, seq)) continue;
+    const RowInfo first = ReadRow(a, a.row0 + seg0);
+    const int32_t s_abs = first.lo / kSplitKeys + static_cast<int32_t>(blockIdx.x);
+    const int32_t k0 = s_abs * kSplitKeys;
+    __syncthreads();  // the previous segment is done with trow, span and the buffers
+    if (warp == 0) {
+      int f = kSplitKeys, c = 0, sp = 0;
+      if (lane < seg_rows) {
+        const RowInfo ri = ReadRow(a, a.row0 + seg0 + lane);
+        if (s_abs >= ri.lo / kSplitKeys && k0 <= ri.pos) {
+          const int32_t kb = max(ri.lo, k0), ke = min(ri.pos + 1, k0 + kSplitKeys);
+          f = kb - k0;
+          c = ke - kb;
+          sp = s_abs - ri.lo / kSplitKeys;
+        }
+      }
+      if (lane < kTileQueries) trow[lane] = TileRow{f, c, sp};
+      const int lo =
+          static_cast<int>(__reduce_min_sync(0xffffffffu, static_cast<unsigned>(c > 0 ? f : kSplitKeys)));
+      const int hi =
+          static_cast<int>(__reduce_max_sync(0xffffffffu, static_cast<unsigned>(c > 0 ? f + c : 0)));
+      if (lane == 0) span[0] = lo, span[1] = hi;
+    }
+    __syncthreads();
+    const int u0 = span[0], u1 = span[1];
+    if (u1 <= u0) continue;  // no row of the segment reaches this split
+    const AttnStore st = first.store == 0 ? a.store[0] : a.store[1];
+    if (st.records == nullptr) __trap();
+
+    // 1. scores
+    {
+      constexpr int AQ = S::kTaskQueries, BK = S::kTaskKeys, KC = S::kKeyChunk;
+      const int qg = warp / S::kWarpsPerQueryGroup;
+      const int task0 = (warp % S::kWarpsPerQueryGroup) * S::kTasksPerWarp;
+      for (int c0 = 0; c0 < kSplitKeys; c0 += KC) {
+        if (c0 >= u1 || c0 + KC <= u0) continue;
+        __syncthreads();  // the buffer's previous chunk is consumed
+        for (int kk = warp; kk < KC; kk += kWarps) {
+          const int j = c0 + kk;
+          float kv[D32];
+          if (j >= u0 && j < u1) {
+            LoadSlice<D32>(st, Record(a, st, seq, k0 + j), base, valid, false, kv);
+          } else {
+#pragma unroll
+            for (int i = 0; i < D32; ++i) kv[i] = 0.0f;
+          }
+#pragma unroll
+          for (int i = 0; i < D32; ++i) buf[(kk * D32 + i) * 32 + lane] = kv[i];
+        }
+        __syncthreads();
+        // q of the warp's queries (read per chunk: not live while keys decode)
+        float q[AQ][D32];
+#pragma unroll
+        for (int aq = 0; aq < AQ; ++aq) {
+          const int qi = qg * AQ + aq, rr = qi / heads_per_group, gg = qi % heads_per_group;
+          const bool ok = rr < seg_rows && gg < gn;
+          const float* qrow =
+              a.q + (a.row0 + seg0 + (ok ? rr : 0)) * a.ldq + (static_cast<int64_t>(kh) * G + g0 + gg) * d;
+#pragma unroll
+          for (int i = 0; i < D32; ++i) q[aq][i] = ok && i < valid ? qrow[e0 + i] : 0.0f;
+        }
+        for (int t = 0; t < S::kTasksPerWarp; ++t) {
+          const int kb0 = (task0 + t) * BK;  // the task's first key in the chunk
+          if (c0 + kb0 >= u1 || c0 + kb0 + BK <= u0) continue;
+          float part[S::kTaskScores];
+#pragma unroll
+          for (int t = 0; t < S::kTaskScores; ++t) part[t] = 0.0f;
+            // Element by element (each score's chain still runs i = 0 .. D32 - 1).
+#pragma unroll
+          for (int i = 0; i < D32; ++i) {
+            float k[BK];
+#pragma unroll
+            for (int bk = 0; bk < BK; ++bk) k[bk] = buf[((kb0 + bk) * D32 + i) * 32 + lane];
+#pragma unroll
+            for (int aq = 0; aq < AQ; ++aq)
+#pragma unroll
+              for (int bk = 0; bk < BK; ++bk)
+                part[aq * BK + bk] = __fmaf_rn(q[aq][i], k[bk], part[aq * BK + bk]);
+          }
+          ReduceScatter(part, lane);
+          constexpr int kLanesPerScore = 32 / S::kTaskScores;
+          const int t_mine = lane / kLanesPerScore;
+          if (lane % kLanesPerScore == 0)
+            sc[(qg * AQ + t_mine / BK) * kSplitKeys + c0 + kb0 + t_mine % BK] = part[0] * a.scale;
+        }
+      }
+    }
+    __syncthreads();
+
+    // 2. softmax statistics, one warp per (row, query head)
+    for (int qi = warp; qi < kTileQueries; qi += kWarps) {
+      const int rr = qi / heads_per_group, gg = qi % heads_per_group;
+      if (rr >= seg_rows || gg >= gn) continue;
+      const TileRow tr = trow[rr];
+      if (tr.count == 0) continue;
+      float* srow = sc + qi * kSplitKeys + tr.first;
+      const int nk = tr.count;
+      const float v0 = lane < nk ? srow[lane] : -INFINITY, v1 = lane + 32 < nk ? srow[lane + 32] : -INFINITY;
+      const float mx = WarpMax(fmaxf(v0, v1));
+      const float p0 = lane < nk ? expf(v0 - mx) : 0.0f, p1 = lane + 32 < nk ? expf(v1 - mx) : 0.0f;
+      if (lane < nk) pt[(tr.first + lane) * kTileQueries + qi] = p0;
+      if (lane + 32 < nk) pt[(tr.first + lane + 32) * kTileQueries + qi] = p1;
+      const float l = WarpSum(p0 + p1);
+      if (lane == 0) {
+        float* out = a.partial + (((seg0 + rr) * a.kv_heads + kh) * a.splits_max + tr.split) * StateFloats(a);
+        out[g0 + gg] = mx;
+        out[G + g0 + gg] = l;
+      }
+    }
+
+    // 3. values
+    {
+      constexpr int PQ = S::kPvQueries, PE = S::kPvElems, PI = S::kPassElems;
+      const int pg = warp / S::kPvWarpsPerGroup, sub = warp % S::kPvWarpsPerGroup;
+      int qf[PQ], qn[PQ];
+#pragma unroll
+      for (int pq = 0; pq < PQ; ++pq) {
+        const int qi = pg * PQ + pq, rr = qi / heads_per_group, gg = qi % heads_per_group;
+        const bool ok = rr < seg_rows && gg < gn;
+        const TileRow tr = trow[ok ? rr : 0];
+        qf[pq] = tr.first;
+        qn[pq] = ok ? tr.count : 0;
+      }
+      for (int pass = 0; pass < S::kPasses; ++pass) {
+        const int i_pass = pass * PI;  // the pass's first element of each slice
+        __syncthreads();               // scores (or the previous pass) done with the buffer; p written
+        for (int j = u0 + warp; j < u1; j += kWarps) {
+          float vv[PI];
+          LoadSlice<PI>(st, Record(a, st, seq, k0 + j), base + i_pass, valid - i_pass, true, vv);
+#pragma unroll
+          for (int i = 0; i < PI; ++i) buf[(j * PI + i) * 32 + lane] = vv[i];
+        }
+        __syncthreads();
+        const int i_mine = sub * PE;  // this thread's elements within the pass
+        float tot[PQ][PE], ch[PQ][PE];
+#pragma unroll
+        for (int pq = 0; pq < PQ; ++pq)
+#pragma unroll
+          for (int i = 0; i < PE; ++i) tot[pq][i] = -0.0f, ch[pq][i] = 0.0f;  // -0 + x == x
+        for (int j = u0; j < u1; ++j) {
+          float v[PE];
+#pragma unroll
+          for (int i = 0; i < PE; ++i) v[i] = buf[(j * PI + i_mine + i) * 32 + lane];
+#pragma unroll
+          for (int pq = 0; pq < PQ; ++pq) {
+            const int rel = j - qf[pq];
+            if (static_cast<unsigned>(rel) >= static_cast<unsigned>(qn[pq])) continue;
+            if (rel != 0 && (rel % kKeysPerWarp) == 0) {  // the next warp's chain
+#pragma unroll
+              for (int i = 0; i < PE; ++i) tot[pq][i] = tot[pq][i] + ch[pq][i], ch[pq][i] = 0.0f;
+            }
+            const float p = pt[j * kTileQueries + pg * PQ + pq];
+#pragma unroll
+            for (int i = 0; i < PE; ++i) ch[pq][i] = __fmaf_rn(p, v[i], ch[pq][i]);
+          }
+        }
+#pragma unroll
+        for (int pq = 0; pq < PQ; ++pq) {
+          if (qn[pq] == 0) continue;
+          const int qi = pg * PQ + pq, rr = qi / heads_per_group, gg = qi % heads_per_group;
+          const bool empty_warps = (qn[pq] + kKeysPerWarp - 1) / kKeysPerWarp < kWarps;
+          float* out = a.partial +
+                       (((seg0 + rr) * a.kv_heads + kh) * a.splits_max + trow[rr].split) * StateFloats(a) +
+                       2 * G + static_cast<int64_t>(g0 + gg) * d;
+#pragma unroll
+          for (int i = 0; i < PE; ++i) {
+            float t = tot[pq][i] + ch[pq][i];
+            if (empty_warps) t = t + 0.0f;
+            const int e = i_pass + i_mine + i;  // within the lane's slice
+            if (e < valid) out[e0 + e] = t;
+          }
+        }
+      }
+    }
+  }
+}
+
+template <int D32>
+void Launch(const AttnParams& a, int64_t rows, cudaStream_t stream) {
+  using S = TileShape<D32>;
+  const int heads_per_group = std::min(a.group, kTileQueries);
+  const int head_groups = (a.group + heads_per_group - 1) / heads_per_group;
+  const int tile_rows = kTileQueries / heads_per_group;
+  // Splits a segment of up to tile_rows rows can reach: from its first
+  // row's lowest split to its last row's.
+  int64_t splits = (a.max_kv_len + kSplitKeys - 1) / kSplitKeys;
+  if (a.window > 0) splits = std::min<int64_t>(splits, (a.window - 1 + tile_rows - 1) / kSplitKeys + 2);
+  const int64_t tiles = (rows + tile_rows - 1) / tile_rows;
+  G4_CHECK_MSG(splits <= 65535 && tiles <= 65535 && static_cast<int64_t>(a.kv_heads) * head_groups <= 65535,
+               "[cuda] PagedAttention: tiled launch too large");
+  const size_t smem = (static_cast<size_t>(S::kBufferFloats) + 2 * kTileQueries * kSplitKeys) * sizeof(float);
+  // A function of D32 alone: raised once (the first call is a prefill,
+  // never inside a capture). Always: with the static arrays, even 48 KiB
+  // of dynamic memory is past the default limit.
+  static const bool raised = [&] {
+    G4_CUDA_CHECK(cudaFuncSetAttribute(TiledKernel<D32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)));
+    return true;
+  }();
+  (void)raised;
+  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads * head_groups),
+                  static_cast<unsigned>(tiles));
+  LaunchDependent(TiledKernel<D32>, grid, dim3(kTileThreads), smem, stream, a, tile_rows, heads_per_group,
+                  head_groups, rows);
+}
+
+}  // namespace
+
+int TiledMinRows() {
+  const char* e = std::getenv("G4_CUDA_ATTN_TILED_MIN_ROWS");
+  return e != nullptr && *e != '\0' ? std::atoi(e) : kTiledMinRowsDefault;
+}
+
+void LaunchTiled(const AttnParams& a, int d32, int64_t rows, cudaStream_t stream) {
+  switch (d32) {
+    case 1:
+      return Launch<1>(a, rows, stream);
+    case 2:
+      return Launch<2>(a, rows, stream);
+    case 4:
+      return Launch<4>(a, rows, stream);
+    case 8:
+      return Launch<8>(a, rows, stream);
+    default:
+      return Launch<16>(a, rows, stream);
+  }
+}
+
+}  // namespace g4::cuda::attn
