@@ -10,9 +10,10 @@
 // biases and the inputs' d and xs of the next tile are read into registers
 // while the current one computes, and stored as floats beside it (by
 // cp.async too, 4 bytes at a time, they made the kernel 1.5x slower on the
-// H200). Warp (wn, wm) owns 16 weight rows x 8 NI input rows of the block: per chunk it unpacks its A fragments (weight
-// rows, mma rows) straight from the packed words and takes its B fragments
-// (input rows, mma columns) as 8-byte words. Inside a chunk the order of
+// H200). Warp (wn, wm) owns 16 weight rows x 8 NI input rows of the block:
+// per chunk it unpacks its A fragments (weight rows, mma rows) straight
+// from the packed words and takes its B fragments (input rows, mma
+// columns) as 8-byte words. Inside a chunk the order of
 // the 32 columns is free (an integer sum is exact in any order): thread t
 // of a quad takes the chunk's QPos-ordered positions 8t .. 8t + 7 in both
 // operands (A: quad words 2t and 2t + 1 of Unpack<B>'s, B: bytes 8t .. 8t
@@ -46,10 +47,9 @@ constexpr int CodeStride(int b) { return b == 2 ? 12 : b == 3 ? 20 : b == 4 ? 20
 // 512 / kThreads blocks fit an SM.
 template <int B, int GP, int WN, int WM, int NI>
 struct MmaShape {
-  static constexpr int MI = 1;
   static constexpr int kThreads = 32 * WN * WM;
   static constexpr int kBlocksPerSm = 512 / kThreads;
-  static constexpr int BN = WN * 16 * MI;           // weight rows per block
+  static constexpr int BN = WN * 16;                // weight rows per block
   static constexpr int BM = WM * 8 * NI;            // input rows per block
   static constexpr int GT = kTileChunks / GP;       // groups per k-tile
   static constexpr int CS = CodeStride(B);
@@ -123,7 +123,7 @@ template <int B, int GP, int WN, int WM, int NI>
 __global__ __launch_bounds__(MmaShape<B, GP, WN, WM, NI>::kThreads, MmaShape<B, GP, WN, WM, NI>::kBlocksPerSm) void
 AffineMmaKernel(OutSet set, QRows qr, TileSource src) {
   using S = MmaShape<B, GP, WN, WM, NI>;
-  constexpr int kThreads = S::kThreads, MI = S::MI;
+  constexpr int kThreads = S::kThreads;
   extern __shared__ __align__(16) uint32_t smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -215,14 +215,12 @@ AffineMmaKernel(OutSet set, QRows qr, TileSource src) {
     }
   };
 
-  int acc[MI][NI][4];
-  float y[MI][NI][4];
+  int acc[NI][4];
+  float y[NI][4];
 #pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
+  for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0, y[mi][ni][e] = 0.0f;
+    for (int e = 0; e < 4; ++e) acc[ni][e] = 0, y[ni][e] = 0.0f;
 
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
@@ -233,8 +231,8 @@ AffineMmaKernel(OutSet set, QRows qr, TileSource src) {
   side_load(0, sv);
   side_store(0, sv);
 
-  const int row_base = wn * 16 * MI + g;  // + 16 mi + 8 h: this thread's weight rows of the block
-  const int tok_base = wm * 8 * NI;       // + 8 ni + g (B fragments), + 8 ni + 2t + j (outputs)
+  const int row_base = wn * 16 + g;  // + 8 h: this thread's weight rows of the block
+  const int tok_base = wm * 8 * NI;  // + 8 ni + g (B fragments), + 8 ni + 2t + j (outputs)
   for (int64_t kt = 0; kt < ktiles; ++kt) {
     CpAsyncWait<kStages - 2>();
     __syncthreads();
@@ -253,30 +251,24 @@ AffineMmaKernel(OutSet set, QRows qr, TileSource src) {
 #pragma unroll
       for (int c = 0; c < GP; ++c) {
         const int chunk = gl * GP + c;
-        uint32_t a[MI][4];
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi) {
-          const uint32_t* r0 = cs + (row_base + 16 * mi) * S::CS + chunk * B;
-          UnpackPair<B>(r0, t, a[mi][0], a[mi][2]);
-          UnpackPair<B>(r0 + 8 * S::CS, t, a[mi][1], a[mi][3]);
-        }
+        uint32_t a[4];
+        const uint32_t* r0 = cs + row_base * S::CS + chunk * B;
+        UnpackPair<B>(r0, t, a[0], a[2]);
+        UnpackPair<B>(r0 + 8 * S::CS, t, a[1], a[3]);
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni) {
           const uint2 b = *reinterpret_cast<const uint2*>(in + (tok_base + 8 * ni + g) * kInStride + 8 * chunk + 2 * t);
-#pragma unroll
-          for (int mi = 0; mi < MI; ++mi) MmaU8S8(acc[mi][ni], a[mi], b.x, b.y);
+          MmaU8S8(acc[ni], a, b.x, b.y);
         }
       }
       // The group's sums join each output's float sequence.
-      float s[MI][2], bi[MI][2], d[NI][2], xs[NI][2];
+      float s[2], bi[2], d[NI][2], xs[NI][2];
 #pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = row_base + 16 * mi + 8 * h;
-          s[mi][h] = side[r * S::GT + gl];
-          bi[mi][h] = side[S::BN * S::GT + r * S::GT + gl];
-        }
+      for (int h = 0; h < 2; ++h) {
+        const int r = row_base + 8 * h;
+        s[h] = side[r * S::GT + gl];
+        bi[h] = side[S::BN * S::GT + r * S::GT + gl];
+      }
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
@@ -286,32 +278,28 @@ AffineMmaKernel(OutSet set, QRows qr, TileSource src) {
           xs[ni][j] = side[2 * S::BN * S::GT + S::BM * S::GT + m * S::GT + gl];
         }
 #pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
+      for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-        for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int h = e >> 1, j = e & 1;
-            const float sd = __fmul_rn(s[mi][h], d[ni][j]);
-            y[mi][ni][e] = __fmaf_rn(__int2float_rn(acc[mi][ni][e]), sd, y[mi][ni][e]);
-            y[mi][ni][e] = __fmaf_rn(bi[mi][h], xs[ni][j], y[mi][ni][e]);
-            acc[mi][ni][e] = 0;
-          }
+        for (int e = 0; e < 4; ++e) {
+          const int h = e >> 1, j = e & 1;
+          const float sd = __fmul_rn(s[h], d[ni][j]);
+          y[ni][e] = __fmaf_rn(__int2float_rn(acc[ni][e]), sd, y[ni][e]);
+          y[ni][e] = __fmaf_rn(bi[h], xs[ni][j], y[ni][e]);
+          acc[ni][e] = 0;
+        }
     }
     if (kt + 1 < ktiles) side_store(static_cast<int>((kt + 1) % kStages), sv);
   }
   CpAsyncWait<0>();
 
 #pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
+  for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t row = n0 + row_base + 16 * mi + 8 * (e >> 1);
-        const int m = tok_base + 8 * ni + 2 * t + (e & 1);
-        if (m < count && row < w.rows) o.y[(x0 + m) * o.ldy + row] = y[mi][ni][e];
-      }
+    for (int e = 0; e < 4; ++e) {
+      const int64_t row = n0 + row_base + 8 * (e >> 1);
+      const int m = tok_base + 8 * ni + 2 * t + (e & 1);
+      if (m < count && row < w.rows) o.y[(x0 + m) * o.ldy + row] = y[ni][e];
+    }
 }
 
 // The launch of products `outs` (1 to kMaxAffineOuts) in one shape.

@@ -25,8 +25,8 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kv_codec.cuh"
-#include "backend/cuda/paged_attention_core.cuh"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/paged_attention_core.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/sub_profile.h"
 #include "core/check.h"

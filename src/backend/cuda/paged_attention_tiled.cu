@@ -32,6 +32,7 @@ namespace g4::cuda::attn {
 namespace {
 
 constexpr int kTileQueries = 32;  // (row, query head) pairs per block
+static_assert(kTileQueries == 32, "a lane per tile row entry (trow) and per p column");
 constexpr int kTileThreads = kWarps * 32;
 
 template <int D32>
@@ -159,7 +160,7 @@ __global__ __launch_bounds__(kTileThreads, 2) void TiledKernel(AttnParams a, int
           sp = s_abs - ri.lo / kSplitKeys;
         }
       }
-      if (lane < kTileQueries) trow[lane] = TileRow{f, c, sp};
+      trow[lane] = TileRow{f, c, sp};
       const int lo =
           static_cast<int>(__reduce_min_sync(0xffffffffu, static_cast<unsigned>(c > 0 ? f : kSplitKeys)));
       const int hi =
@@ -352,8 +353,11 @@ void Launch(const AttnParams& a, int64_t rows, cudaStream_t stream) {
 }  // namespace
 
 int TiledMinRows() {
-  const char* e = std::getenv("G4_CUDA_ATTN_TILED_MIN_ROWS");
-  return e != nullptr && *e != '\0' ? std::atoi(e) : kTiledMinRowsDefault;
+  static const int min_rows = [] {  // read once, as G4_CUDA_MMA_MIN_ROWS is
+    const char* e = std::getenv("G4_CUDA_ATTN_TILED_MIN_ROWS");
+    return e != nullptr && *e != '\0' ? std::atoi(e) : kTiledMinRowsDefault;
+  }();
+  return min_rows;
 }
 
 void LaunchTiled(const AttnParams& a, int d32, int64_t rows, cudaStream_t stream) {
