@@ -133,13 +133,11 @@ __global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int hea
   __syncthreads();
   // 2. softmax statistics of the split, one warp per query head
   for (int g = warp; g < GP; g += kWarps) {
-    const float v0 = sc[g * kSplitKeys + lane], v1 = sc[g * kSplitKeys + lane + 32];
-    const float mx = WarpMax(fmaxf(v0, v1));
-    const float p0 = lane < nk ? expf(v0 - mx) : 0.0f, p1 = lane + 32 < nk ? expf(v1 - mx) : 0.0f;
-    sc[g * kSplitKeys + lane] = p0;
-    sc[g * kSplitKeys + lane + 32] = p1;
-    const float l = WarpSum(p0 + p1);
-    if (lane == 0) stats[g] = mx, stats[GP + g] = l;
+    const SplitSoftmax sm = SplitSoftmaxOf(sc[g * kSplitKeys + lane], sc[g * kSplitKeys + lane + 32], nk, lane);
+    sc[g * kSplitKeys + lane] = sm.p0;
+    sc[g * kSplitKeys + lane + 32] = sm.p1;
+    const float l = WarpSum(sm.p0 + sm.p1);
+    if (lane == 0) stats[g] = sm.m, stats[GP + g] = l;
   }
   __syncthreads();
   // 3. values

@@ -74,6 +74,22 @@ __device__ __forceinline__ bool TiledSeq(const AttnParams& a, int32_t seq) {
   return a.tiled_min_rows > 0 && SeqRows(a, seq) >= a.tiled_min_rows;
 }
 
+// The softmax step of one split for one (row, query head), by one warp, as
+// both kernels run it: scores v0, v1 of the row's keys lane and lane + 32
+// in the split (-inf past its nk keys) -> the maximum m, p = exp(s - m) (0
+// past nk). The split's sum l is then WarpSum(p0 + p1), which each caller
+// takes after storing p: that keeps the device code of the tested build.
+struct SplitSoftmax {
+  float m, p0, p1;
+};
+__device__ __forceinline__ SplitSoftmax SplitSoftmaxOf(float v0, float v1, int nk, int lane) {
+  SplitSoftmax r;
+  r.m = WarpMax(fmaxf(v0, v1));
+  r.p0 = lane < nk ? expf(v0 - r.m) : 0.0f;
+  r.p1 = lane + 32 < nk ? expf(v1 - r.m) : 0.0f;
+  return r;
+}
+
 struct RowInfo {
   int32_t seq, pos, lo, store;
 };

@@ -241,15 +241,14 @@ __global__ __launch_bounds__(kTileThreads, 2) void TiledKernel(AttnParams a, int
       if (tr.count == 0) continue;
       float* srow = sc + qi * kSplitKeys + tr.first;
       const int nk = tr.count;
-      const float v0 = lane < nk ? srow[lane] : -INFINITY, v1 = lane + 32 < nk ? srow[lane + 32] : -INFINITY;
-      const float mx = WarpMax(fmaxf(v0, v1));
-      const float p0 = lane < nk ? expf(v0 - mx) : 0.0f, p1 = lane + 32 < nk ? expf(v1 - mx) : 0.0f;
-      if (lane < nk) pt[(tr.first + lane) * kTileQueries + qi] = p0;
-      if (lane + 32 < nk) pt[(tr.first + lane + 32) * kTileQueries + qi] = p1;
-      const float l = WarpSum(p0 + p1);
+      const SplitSoftmax sm = SplitSoftmaxOf(lane < nk ? srow[lane] : -INFINITY,
+                                             lane + 32 < nk ? srow[lane + 32] : -INFINITY, nk, lane);
+      if (lane < nk) pt[(tr.first + lane) * kTileQueries + qi] = sm.p0;
+      if (lane + 32 < nk) pt[(tr.first + lane + 32) * kTileQueries + qi] = sm.p1;
+      const float l = WarpSum(sm.p0 + sm.p1);
       if (lane == 0) {
         float* out = a.partial + (((seg0 + rr) * a.kv_heads + kh) * a.splits_max + tr.split) * StateFloats(a);
-        out[g0 + gg] = mx;
+        out[g0 + gg] = sm.m;
         out[G + g0 + gg] = l;
       }
     }
