@@ -116,7 +116,7 @@ __global__ __launch_bounds__(kTileThreads, 2) void TiledKernel(AttnParams a, int
   using S = TileShape<D32>;
   extern __shared__ float sm[];
   float* buf = sm;                             // keys [chunk][D32][32], then values [key][pass elems][32]
-  float* sc = buf + S::kBufferFloats;          // [kTileQueries][kSplitKeys] scores, then p in place
+  float* sc = buf + S::kBufferFloats;          // [kTileQueries][kSplitKeys] scores
   float* pt = sc + kTileQueries * kSplitKeys;  // [kSplitKeys][kTileQueries] p, transposed for the values
   __shared__ TileRow trow[kTileQueries];
   __shared__ int span[2];  // the segment's keys in the split: [span[0], span[1])
