@@ -346,6 +346,8 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   a.query_start = args.rows.query_start;
   a.tiled_min_rows = tiled ? tiled_min : 0;
   a.max_kv_len = max_len;
+  a.q_vec = a.d == 32 * D32 && a.ldq % 4 == 0 && reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
+  a.state_vec = a.d % 4 == 0 && a.group % 2 == 0 && reinterpret_cast<uintptr_t>(a.partial) % 16 == 0;
   for (int64_t r0 = 0; r0 < rows; r0 += group_rows) {
     const int64_t n = std::min(group_rows, rows - r0);
     a.row0 = r0;

@@ -58,6 +58,9 @@ struct AttnParams {
   const int32_t* query_start;
   int tiled_min_rows;
   int64_t max_kv_len;  // StepRows::max_kv_len
+  // For the tiled kernel's vector accesses: q rows and head slices 16-byte
+  // aligned (head_dim a multiple of 128); split states likewise.
+  bool q_vec, state_vec;
 };
 
 __device__ __forceinline__ int64_t StateFloats(const AttnParams& a) {

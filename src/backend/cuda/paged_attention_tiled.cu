@@ -34,6 +34,11 @@ namespace {
 constexpr int kTileQueries = 32;  // (row, query head) pairs per block
 static_assert(kTileQueries == 32, "a lane per tile row entry (trow) and per p column");
 constexpr int kTileThreads = kWarps * 32;
+// Row strides of the score and p arrays in shared memory, padded against
+// bank conflicts: a warp's score stores hit 8 queries' rows, its p stores
+// 32 keys' rows; 36 keeps p rows 16-byte aligned for the value loop.
+constexpr int kScoreStride = kSplitKeys + 1;
+constexpr int kPStride = kTileQueries + 4;
 
 template <int D32>
 struct TileShape {
@@ -56,8 +61,14 @@ struct TileShape {
   static constexpr int kPvWarpsPerGroup = kWarps / kPvQueryGroups;  // 2 or 1
   static constexpr int kPassElems = kPvWarpsPerGroup * kPvElems;
   static constexpr int kPasses = D32 / kPassElems;
+  // Shared-memory layout of a key's (a value's) slices: [piece][lane][W],
+  // W = kVec consecutive elements of a lane's slice, so a lane's W elements
+  // are one access and a quarter warp's are 128 contiguous bytes.
+  static constexpr int kVec = D32 < 4 ? D32 : 4;
   static constexpr int kBufferFloats =
       (kKeyChunk * D32 > kSplitKeys * kPassElems ? kKeyChunk * D32 : kSplitKeys * kPassElems) * 32;
+  static constexpr int kScoreFloats = (kTileQueries * kScoreStride + 3) / 4 * 4;
+  static constexpr int kSharedFloats = kBufferFloats + kScoreFloats + kSplitKeys * kPStride;
   static_assert(kTasksPerWarp * kWarpsPerQueryGroup * kTaskKeys == kKeyChunk);
   static_assert(kPasses * kPassElems == D32);
 };
@@ -102,6 +113,30 @@ __device__ __forceinline__ void LoadSlice(const AttnStore& st, const uint8_t* re
   }
 }
 
+// W (1, 2 or 4) consecutive floats at p, 4 W-byte aligned: one access.
+template <int W>
+__device__ __forceinline__ void LoadVec(const float* p, float* v) {
+  if constexpr (W == 4) {
+    const float4 u = *reinterpret_cast<const float4*>(p);
+    v[0] = u.x, v[1] = u.y, v[2] = u.z, v[3] = u.w;
+  } else if constexpr (W == 2) {
+    const float2 u = *reinterpret_cast<const float2*>(p);
+    v[0] = u.x, v[1] = u.y;
+  } else {
+    v[0] = *p;
+  }
+}
+template <int W>
+__device__ __forceinline__ void StoreVec(float* p, const float* v) {
+  if constexpr (W == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else if constexpr (W == 2) {
+    *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+  } else {
+    *p = v[0];
+  }
+}
+
 // Per tile row of the current segment: its key range in the split
 // (first = offset from the split's first key, count 0 = no state) and
 // where its state goes.
@@ -116,10 +151,11 @@ __global__ __launch_bounds__(kTileThreads, 2) void TiledKernel(AttnParams a, int
   using S = TileShape<D32>;
   extern __shared__ float sm[];
   float* buf = sm;                             // keys [chunk][D32][32], then values [key][pass elems][32]
-  float* sc = buf + S::kBufferFloats;          // [kTileQueries][kSplitKeys] scores
-  float* pt = sc + kTileQueries * kSplitKeys;  // [kSplitKeys][kTileQueries] p, transposed for the values
+  float* sc = buf + S::kBufferFloats;  // [kTileQueries][kScoreStride] scores
+  float* pt = sc + S::kScoreFloats;    // [kSplitKeys][kPStride] p, transposed for the values
   __shared__ TileRow trow[kTileQueries];
-  __shared__ int span[2];  // the segment's keys in the split: [span[0], span[1])
+  __shared__ int span[2];   // the segment's keys in the split: [span[0], span[1])
+  __shared__ AttnStore st;  // the segment's store (a copy: no local-memory struct)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kh = blockIdx.y / head_groups, hg = blockIdx.y % head_groups;
   const int64_t t0 = static_cast<int64_t>(blockIdx.z) * tile_rows;
@@ -165,17 +201,19 @@ __global__ __launch_bounds__(kTileThreads, 2) void TiledKernel(AttnParams a, int
           static_cast<int>(__reduce_min_sync(0xffffffffu, static_cast<unsigned>(c > 0 ? f : kSplitKeys)));
       const int hi =
           static_cast<int>(__reduce_max_sync(0xffffffffu, static_cast<unsigned>(c > 0 ? f + c : 0)));
-      if (lane == 0) span[0] = lo, span[1] = hi;
+      if (lane == 0) {
+        span[0] = lo, span[1] = hi;
+        st = first.store == 0 ? a.store[0] : a.store[1];
+      }
     }
     __syncthreads();
     const int u0 = span[0], u1 = span[1];
     if (u1 <= u0) continue;  // no row of the segment reaches this split
-    const AttnStore st = first.store == 0 ? a.store[0] : a.store[1];
     if (st.records == nullptr) __trap();
 
     // 1. scores
     {
-      constexpr int AQ = S::kTaskQueries, BK = S::kTaskKeys, KC = S::kKeyChunk;
+      constexpr int AQ = S::kTaskQueries, BK = S::kTaskKeys, KC = S::kKeyChunk, W = S::kVec;
       const int qg = warp / S::kWarpsPerQueryGroup;
       const int task0 = (warp % S::kWarpsPerQueryGroup) * S::kTasksPerWarp;
       for (int c0 = 0; c0 < kSplitKeys; c0 += KC) {
@@ -191,7 +229,8 @@ __global__ __launch_bounds__(kTileThreads, 2) void TiledKernel(AttnParams a, int
             for (int i = 0; i < D32; ++i) kv[i] = 0.0f;
           }
 #pragma unroll
-          for (int i = 0; i < D32; ++i) buf[(kk * D32 + i) * 32 + lane] = kv[i];
+          for (int i = 0; i < D32; i += W)
+            StoreVec<W>(buf + ((kk * (D32 / W) + i / W) * 32 + lane) * W, kv + i);
         }
         __syncthreads();
         // q of the warp's queries (read per chunk: not live while keys decode)
@@ -203,7 +242,14 @@ __global__ __launch_bounds__(kTileThreads, 2) void TiledKernel(AttnParams a, int
           const float* qrow =
               a.q + (a.row0 + seg0 + (ok ? rr : 0)) * a.ldq + (static_cast<int64_t>(kh) * G + g0 + gg) * d;
 #pragma unroll
-          for (int i = 0; i < D32; ++i) q[aq][i] = ok && i < valid ? qrow[e0 + i] : 0.0f;
+          for (int i = 0; i < D32; i += W) {
+            if (a.q_vec && ok) {
+              LoadVec<W>(qrow + e0 + i, q[aq] + i);
+            } else {
+#pragma unroll
+              for (int ii = 0; ii < W; ++ii) q[aq][i + ii] = ok && i + ii < valid ? qrow[e0 + i + ii] : 0.0f;
+            }
+          }
         }
         for (int t = 0; t < S::kTasksPerWarp; ++t) {
           const int kb0 = (task0 + t) * BK;  // the task's first key in the chunk
@@ -211,23 +257,25 @@ __global__ __launch_bounds__(kTileThreads, 2) void TiledKernel(AttnParams a, int
           float part[S::kTaskScores];
 #pragma unroll
           for (int t = 0; t < S::kTaskScores; ++t) part[t] = 0.0f;
-            // Element by element (each score's chain still runs i = 0 .. D32 - 1).
+          // W elements at a time (each score's chain still runs i = 0 .. D32 - 1).
 #pragma unroll
-          for (int i = 0; i < D32; ++i) {
-            float k[BK];
+          for (int i = 0; i < D32; i += W) {
 #pragma unroll
-            for (int bk = 0; bk < BK; ++bk) k[bk] = buf[((kb0 + bk) * D32 + i) * 32 + lane];
+            for (int bk = 0; bk < BK; ++bk) {
+              float k[W];
+              LoadVec<W>(buf + (((kb0 + bk) * (D32 / W) + i / W) * 32 + lane) * W, k);
 #pragma unroll
-            for (int aq = 0; aq < AQ; ++aq)
+              for (int ii = 0; ii < W; ++ii)
 #pragma unroll
-              for (int bk = 0; bk < BK; ++bk)
-                part[aq * BK + bk] = __fmaf_rn(q[aq][i], k[bk], part[aq * BK + bk]);
+                for (int aq = 0; aq < AQ; ++aq)
+                  part[aq * BK + bk] = __fmaf_rn(q[aq][i + ii], k[ii], part[aq * BK + bk]);
+            }
           }
           ReduceScatter(part, lane);
           constexpr int kLanesPerScore = 32 / S::kTaskScores;
           const int t_mine = lane / kLanesPerScore;
           if (lane % kLanesPerScore == 0)
-            sc[(qg * AQ + t_mine / BK) * kSplitKeys + c0 + kb0 + t_mine % BK] = part[0] * a.scale;
+            sc[(qg * AQ + t_mine / BK) * kScoreStride + c0 + kb0 + t_mine % BK] = part[0] * a.scale;
         }
       }
     }
@@ -239,12 +287,12 @@ __global__ __launch_bounds__(kTileThreads, 2) void TiledKernel(AttnParams a, int
       if (rr >= seg_rows || gg >= gn) continue;
       const TileRow tr = trow[rr];
       if (tr.count == 0) continue;
-      float* srow = sc + qi * kSplitKeys + tr.first;
+      float* srow = sc + qi * kScoreStride + tr.first;
       const int nk = tr.count;
       const SplitSoftmax sm = SplitSoftmaxOf(lane < nk ? srow[lane] : -INFINITY,
                                              lane + 32 < nk ? srow[lane + 32] : -INFINITY, nk, lane);
-      if (lane < nk) pt[(tr.first + lane) * kTileQueries + qi] = sm.p0;
-      if (lane + 32 < nk) pt[(tr.first + lane + 32) * kTileQueries + qi] = sm.p1;
+      if (lane < nk) pt[(tr.first + lane) * kPStride + qi] = sm.p0;
+      if (lane + 32 < nk) pt[(tr.first + lane + 32) * kPStride + qi] = sm.p1;
       const float l = WarpSum(sm.p0 + sm.p1);
       if (lane == 0) {
         float* out = a.partial + (((seg0 + rr) * a.kv_heads + kh) * a.splits_max + tr.split) * StateFloats(a);
@@ -257,15 +305,14 @@ __global__ __launch_bounds__(kTileThreads, 2) void TiledKernel(AttnParams a, int
     {
       constexpr int PQ = S::kPvQueries, PE = S::kPvElems, PI = S::kPassElems;
       const int pg = warp / S::kPvWarpsPerGroup, sub = warp % S::kPvWarpsPerGroup;
-      int qf[PQ], qn[PQ];
-#pragma unroll
-      for (int pq = 0; pq < PQ; ++pq) {
+      // The key range of query pq of this thread (count 0: no state here);
+      // read from shared memory where needed rather than held.
+      auto query_keys = [&](int pq) {
         const int qi = pg * PQ + pq, rr = qi / heads_per_group, gg = qi % heads_per_group;
         const bool ok = rr < seg_rows && gg < gn;
         const TileRow tr = trow[ok ? rr : 0];
-        qf[pq] = tr.first;
-        qn[pq] = ok ? tr.count : 0;
-      }
+        return int2{tr.first, ok ? tr.count : 0};
+      };
       for (int pass = 0; pass < S::kPasses; ++pass) {
         const int i_pass = pass * PI;  // the pass's first element of each slice
         __syncthreads();               // scores (or the previous pass) done with the buffer; p written
@@ -273,46 +320,95 @@ __global__ __launch_bounds__(kTileThreads, 2) void TiledKernel(AttnParams a, int
           float vv[PI];
           LoadSlice<PI>(st, Record(a, st, seq, k0 + j), base + i_pass, valid - i_pass, true, vv);
 #pragma unroll
-          for (int i = 0; i < PI; ++i) buf[(j * PI + i) * 32 + lane] = vv[i];
+          for (int i = 0; i < PI; i += PE)
+            StoreVec<PE>(buf + ((j * (PI / PE) + i / PE) * 32 + lane) * PE, vv + i);
         }
         __syncthreads();
-        const int i_mine = sub * PE;  // this thread's elements within the pass
+        // This thread's elements: piece `sub` of the pass, i_pass + sub * PE ...
+        const float* vbuf = buf + (sub * 32 + lane) * PE;
+        constexpr int kPieces = PI / PE;
         float tot[PQ][PE], ch[PQ][PE];
 #pragma unroll
         for (int pq = 0; pq < PQ; ++pq)
 #pragma unroll
           for (int i = 0; i < PE; ++i) tot[pq][i] = -0.0f, ch[pq][i] = 0.0f;  // -0 + x == x
-        for (int j = u0; j < u1; ++j) {
-          float v[PE];
+        // Uniform: every query with a state here has the same keys (always
+        // with one row per warp; otherwise away from window starts and the
+        // diagonal), so one loop bound and chain boundary serve them all.
+        int uf = 0, un = 0;
+        bool uniform = true;
 #pragma unroll
-          for (int i = 0; i < PE; ++i) v[i] = buf[(j * PI + i_mine + i) * 32 + lane];
+        for (int pq = 0; pq < PQ; ++pq) {
+          const int2 qk = query_keys(pq);
+          if (qk.y == 0) continue;
+          if (un == 0) {
+            uf = qk.x, un = qk.y;
+          } else if (qk.x != uf || qk.y != un) {
+            uniform = false;
+          }
+        }
+        if (uniform) {
+          for (int w0 = 0; w0 < un; w0 += kKeysPerWarp) {
+            if (w0 != 0) {  // the next warp's chain
 #pragma unroll
-          for (int pq = 0; pq < PQ; ++pq) {
-            const int rel = j - qf[pq];
-            if (static_cast<unsigned>(rel) >= static_cast<unsigned>(qn[pq])) continue;
-            if (rel != 0 && (rel % kKeysPerWarp) == 0) {  // the next warp's chain
+              for (int pq = 0; pq < PQ; ++pq)
 #pragma unroll
-              for (int i = 0; i < PE; ++i) tot[pq][i] = tot[pq][i] + ch[pq][i], ch[pq][i] = 0.0f;
+                for (int i = 0; i < PE; ++i) tot[pq][i] = tot[pq][i] + ch[pq][i], ch[pq][i] = 0.0f;
             }
-            const float p = pt[j * kTileQueries + pg * PQ + pq];
+            const int wn = min(kKeysPerWarp, un - w0);
+            for (int jj = 0; jj < wn; ++jj) {
+              const int j = uf + w0 + jj;
+              float v[PE], p[PQ];
+              LoadVec<PE>(vbuf + j * kPieces * 32 * PE, v);
 #pragma unroll
-            for (int i = 0; i < PE; ++i) ch[pq][i] = __fmaf_rn(p, v[i], ch[pq][i]);
+              for (int pq = 0; pq < PQ; pq += 4) LoadVec<4>(pt + j * kPStride + pg * PQ + pq, p + pq);
+#pragma unroll
+              for (int pq = 0; pq < PQ; ++pq)
+#pragma unroll
+                for (int i = 0; i < PE; ++i) ch[pq][i] = __fmaf_rn(p[pq], v[i], ch[pq][i]);
+            }
+          }
+        } else {
+          for (int j = u0; j < u1; ++j) {
+            float v[PE];
+            LoadVec<PE>(vbuf + j * kPieces * 32 * PE, v);
+#pragma unroll
+            for (int pq = 0; pq < PQ; ++pq) {
+              const int2 qk = query_keys(pq);
+              const int rel = j - qk.x;
+              if (static_cast<unsigned>(rel) >= static_cast<unsigned>(qk.y)) continue;
+              if (rel != 0 && (rel % kKeysPerWarp) == 0) {  // the next warp's chain
+#pragma unroll
+                for (int i = 0; i < PE; ++i) tot[pq][i] = tot[pq][i] + ch[pq][i], ch[pq][i] = 0.0f;
+              }
+              const float p = pt[j * kPStride + pg * PQ + pq];
+#pragma unroll
+              for (int i = 0; i < PE; ++i) ch[pq][i] = __fmaf_rn(p, v[i], ch[pq][i]);
+            }
           }
         }
 #pragma unroll
         for (int pq = 0; pq < PQ; ++pq) {
-          if (qn[pq] == 0) continue;
+          const int nk = query_keys(pq).y;
+          if (nk == 0) continue;
           const int qi = pg * PQ + pq, rr = qi / heads_per_group, gg = qi % heads_per_group;
-          const bool empty_warps = (qn[pq] + kKeysPerWarp - 1) / kKeysPerWarp < kWarps;
+          const bool empty_warps = (nk + kKeysPerWarp - 1) / kKeysPerWarp < kWarps;
           float* out = a.partial +
                        (((seg0 + rr) * a.kv_heads + kh) * a.splits_max + trow[rr].split) * StateFloats(a) +
                        2 * G + static_cast<int64_t>(g0 + gg) * d;
+          float t[PE];
 #pragma unroll
           for (int i = 0; i < PE; ++i) {
-            float t = tot[pq][i] + ch[pq][i];
-            if (empty_warps) t = t + 0.0f;
-            const int e = i_pass + i_mine + i;  // within the lane's slice
-            if (e < valid) out[e0 + e] = t;
+            t[i] = tot[pq][i] + ch[pq][i];
+            if (empty_warps) t[i] = t[i] + 0.0f;
+          }
+          const int e = i_pass + sub * PE;  // within the lane's slice
+          if (a.state_vec && e + PE <= valid) {
+            StoreVec<PE>(out + e0 + e, t);
+          } else {
+#pragma unroll
+            for (int i = 0; i < PE; ++i)
+              if (e + i < valid) out[e0 + e + i] = t[i];
           }
         }
       }
@@ -333,7 +429,7 @@ void Launch(const AttnParams& a, int64_t rows, cudaStream_t stream) {
   const int64_t tiles = (rows + tile_rows - 1) / tile_rows;
   G4_CHECK_MSG(splits <= 65535 && tiles <= 65535 && static_cast<int64_t>(a.kv_heads) * head_groups <= 65535,
                "[cuda] PagedAttention: tiled launch too large");
-  const size_t smem = (static_cast<size_t>(S::kBufferFloats) + 2 * kTileQueries * kSplitKeys) * sizeof(float);
+  const size_t smem = static_cast<size_t>(S::kSharedFloats) * sizeof(float);
   // A function of D32 alone: raised once (the first call is a prefill,
   // never inside a capture). Always: with the static arrays, even 48 KiB
   // of dynamic memory is past the default limit.
