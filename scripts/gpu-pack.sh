@@ -15,12 +15,15 @@ for b in test_backend test_model test_engine g4 cuda_ops_bench; do
   [ -x "$build/$b" ] || continue
   strip -o "$stage/bin/$b" "$build/$b"
 done
-# Shared libraries outside glibc and the driver (libgomp, ...).
-for b in "$stage"/bin/*; do
+# The kernel tracer (bench/cupti_trace.cc) for `gpu-run.sh trace`, when built.
+[ -f "$build/libg4_cupti_trace.so" ] && strip -o "$stage/lib/libg4_cupti_trace.so" "$build/libg4_cupti_trace.so"
+# Shared libraries outside glibc and the driver (libgomp, libcupti, ...).
+for b in "$stage"/bin/* "$stage"/lib/*; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
-    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libcuda.so*) ;;
+    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libutil.so*|ld-linux*|libcuda.so*) ;;
+    libstdc++.so*|libgcc_s.so*) ;;  # libcupti's: the GPU host's own are newer
     *) cp -L "$lib" "$stage/lib/" ;;
   esac
 done

@@ -11,6 +11,7 @@
 #   .gpu-carry/gpu-run.sh micro            # bench/cuda_ops_bench (MatMul on Gemma 4 shapes)
 #   .gpu-carry/gpu-run.sh peers e4b 12b    # transformers, llama.cpp CUDA and g4 on the same weights (run_peers)
 #   .gpu-carry/gpu-run.sh ncu e4b:q4       # Nsight Compute: kernel time of one decode step by kernel (run_ncu)
+#   .gpu-carry/gpu-run.sh trace e4b:q4     # CUPTI: a decode step inside its graph, by kernel (run_trace)
 #
 # Logs go to $OUT (or /tmp/g4-gpu-out): summary.txt, tests.log, bench.jsonl,
 # misc.log, profile.log; the last lines printed are a short table. Environment: G4_BENCH_BATCHES (default "1 8 32 64"), G4_BENCH_GEN
@@ -182,6 +183,54 @@ PY
   [ -n "${G4_BENCH_KEEP:-}" ] || rm -rf "$dir"
 }
 
+# trace PRESET:QUANT: every kernel's device start and end in a short decode
+# at batch G4_TRACE_BATCH (default 1) after a prompt of G4_TRACE_PROMPT
+# (default 512), CUDA graphs on, through the CUPTI tracer
+# (lib/libg4_cupti_trace.so, CUDA_INJECTION64_PATH); the last decode step
+# (after the last sampling kernel but one) summed per kernel: launches,
+# exclusive time (how far the kernel moved the step's end: end minus the
+# later of its start and the previous kernel's end, as dependent launches
+# start a kernel before its predecessor ends), busy time (end - start) and
+# idle time before it (the device ran nothing of the step). The whole trace
+# goes to $OUT (trace-*.tsv.xz).
+run_trace() {
+  local spec=$1 preset quant kv
+  IFS=: read -r preset quant kv <<<"$spec"
+  [ -f "$work/lib/libg4_cupti_trace.so" ] || { note "trace: no libg4_cupti_trace.so"; return; }
+  G4_BENCH_KEEP=1 G4_BENCH_BATCHES= G4_BENCH_PREFILL= run_bench "$spec" || return
+  local dir=/tmp/g4-synth-$preset-$quant b=${G4_TRACE_BATCH:-1} p=${G4_TRACE_PROMPT:-512}
+  local tsv=$work/trace-$preset-$quant-b$b-p$p.tsv
+  CUDA_INJECTION64_PATH=$work/lib/libg4_cupti_trace.so G4_TRACE_OUT=$tsv \
+    "$bin/g4" bench --model "$dir" --backend cuda --kv "${kv:-plain:bf16}" --batch "$b" --prompt "$p" \
+    --chunk 512 --gen 8 --memcpy-mib 0 >>"$misc" 2>&1 || note "trace $spec: exit $?"
+  python3 - "$tsv" <<'PY' | tee "$out/trace-$preset-$quant-b$b-p$p.txt" | tee -a "$summary"
+import re, sys, collections
+rows = []
+for line in open(sys.argv[1]):
+    s, e, g, grid, name = line.rstrip("\n").split("\t", 4)
+    short = re.sub(r"\(anonymous namespace\)::", "", name)
+    short = re.split(r"[<(]", short)[0].split("::")[-1].split()[-1]
+    rows.append((int(s), int(e), short, grid))
+ends = [i for i, r in enumerate(rows) if "Greedy" in r[2]]
+if len(ends) < 2: sys.exit(print("trace: fewer than two sampling kernels"))
+step = rows[ends[-2] + 1: ends[-1] + 1]
+prev_end = rows[ends[-2]][1]
+span = step[-1][1] - prev_end
+by = collections.OrderedDict()
+for s, e, n, grid in step:
+    ex = max(0, e - max(s, prev_end)); idle = max(0, s - prev_end); prev_end = max(prev_end, e)
+    c, x, b, i = by.get(n, (0, 0, 0, 0)); by[n] = (c + 1, x + ex, b + e - s, i + idle)
+tot = sum(v[1] for v in by.values()); idle = sum(v[3] for v in by.values())
+print(f"trace: last decode step {len(step)} kernels, {span/1e3:.1f} us from the previous sampling kernel's end "
+      f"(exclusive {tot/1e3:.1f} us, idle {idle/1e3:.1f} us)")
+for n, (c, x, b, i) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+    print(f"  {n:30} {c:4d} x {x/c/1e3:6.2f} us excl = {x/1e3:7.1f} us ({100*x/span:4.1f} %), "
+          f"busy {b/c/1e3:6.2f}, idle before {i/c/1e3:5.2f} us")
+PY
+  xz -T4 -c "$tsv" >"$out/$(basename "$tsv").xz"
+  [ -n "${G4_BENCH_KEEP:-}" ] || rm -rf "$dir"
+}
+
 # peers PRESET: the issue's peers on the same weights, in this run: g4 synth
 # bf16; from it g4's MLX 4-bit (g4 quantize --bits 4) and llama.cpp's pure
 # Q4_0 (gguf_export.py), both 4.5 bits per weight; then, batch 1, prompt
@@ -262,8 +311,10 @@ for arg in "$@"; do
     profile) mode=profile ;;
     peers) mode=peers ;;
     ncu) mode=ncu ;;
+    trace) mode=trace ;;
     *) if [ "$mode" = bench ]; then run_bench "$arg"; elif [ "$mode" = profile ]; then run_profile "$arg";
-       elif [ "$mode" = peers ]; then run_peers "$arg"; elif [ "$mode" = ncu ]; then run_ncu "$arg"; fi ;;
+       elif [ "$mode" = peers ]; then run_peers "$arg"; elif [ "$mode" = ncu ]; then run_ncu "$arg";
+       elif [ "$mode" = trace ]; then run_trace "$arg"; fi ;;
   esac
 done
 bench_table
