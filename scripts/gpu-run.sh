@@ -161,7 +161,7 @@ for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')):
     if len(r) > 14 and r[12] == "gpu__time_duration.sum":
         name = re.split(r"[<(]", r[4].replace("(anonymous namespace)::", ""))[0].split("::")[-1].split()[-1]
         rows.append((name, float(r[14].replace(",", "")), r[4]))
-ends = [i for i, (n, _, _) in enumerate(rows) if "Greedy" in n]
+ends = [i for i, (n, _, _) in enumerate(rows) if n == "GreedyKernel"]
 first = ends[-2] + 1 if len(ends) >= 2 else max(0, len(rows) - 900)
 step = [(n, t) for n, t, _ in rows[first: ends[-1] + 1 if ends else len(rows)]]
 if sys.argv[2]:
@@ -211,7 +211,7 @@ for line in open(sys.argv[1]):
     short = re.sub(r"\(anonymous namespace\)::", "", name)
     short = re.split(r"[<(]", short)[0].split("::")[-1].split()[-1]
     rows.append((int(s), int(e), short, grid))
-ends = [i for i, r in enumerate(rows) if "Greedy" in r[2]]
+ends = [i for i, r in enumerate(rows) if r[2] == "GreedyKernel"]
 if len(ends) < 2: sys.exit(print("trace: fewer than two sampling kernels"))
 step = rows[ends[-2] + 1: ends[-1] + 1]
 prev_end = rows[ends[-2]][1]

@@ -163,6 +163,10 @@ constexpr int32_t kNonFiniteLogits = -1;
 struct SampleArgs {
   TensorView logits;  // [R, V]; steps 1-4 of the chain are applied in place
   const SampleRowParams* params = nullptr;  // [R], device
+  // Optional: the same R rows' parameters in host memory (what was uploaded
+  // to `params`), so a device backend need not read them back, a wait for
+  // the step's kernels, before it launches its sampling.
+  std::span<const SampleRowParams> host_params;
   const int32_t* bias_ids = nullptr;        // device arrays indexed by the ranges above
   const float* bias_values = nullptr;
   const int32_t* exempt_ids = nullptr;

@@ -329,6 +329,7 @@ Status Scheduler::Sample(const std::vector<Sequence*>& in_step) {
   SampleArgs args;
   args.logits = logits;
   args.params = B.params.as<SampleRowParams>();
+  args.host_params = B.host_params;
   args.bias_ids = B.bias_ids.as<int32_t>();
   args.bias_values = B.bias_values.as<float>();
   args.exempt_ids = B.exempt.as<int32_t>();

@@ -5,6 +5,7 @@
 // equals the same row sampled in a batch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -260,6 +261,51 @@ TEST_P(SampleRowsTest, RowsWithNaNLogitsReportNoToken) {
     EXPECT_GE(got.ids[r], 0);
     EXPECT_LT(got.ids[r], b.vocab);
   }
+}
+
+}  // namespace
+}  // namespace g4
+
+namespace g4 {
+namespace {
+
+// Greedy rows with nothing but the argmax to do (the usual decode: no bias,
+// no penalty, no logprobs) over a vocabulary of many scan slices: ties
+// across slices, +inf in two slices, all -inf, and a NaN row, which keeps
+// its logits untouched.
+TEST_P(SampleRowsTest, ArgmaxOnlyRowsOverAFullVocabulary) {
+  std::mt19937 rng(7);
+  const int vocab = 262144 + 123;
+  Batch b = RandomBatch(rng, 6, vocab);
+  for (SampleRowParams& p : b.params) {
+    p = SampleRowParams{};
+    p.temperature = 0.0f;
+  }
+  auto row = [&](int r) { return b.logits.begin() + static_cast<int64_t>(r) * vocab; };
+  const float top = *std::max_element(row(1), row(2)) + 1.0f;
+  row(1)[200000] = top;  // a tie across slices: the lower id wins
+  row(1)[9000] = top;
+  row(2)[150000] = INFINITY;  // +inf counts as the largest float, rewritten in place
+  row(2)[20000] = INFINITY;
+  std::fill(row(3), row(4), -INFINITY);  // all -inf: token 0
+  std::fill(row(4), row(5), -INFINITY);
+  row(4)[vocab - 1] = -3.0f;  // the only finite logit, in the last (short) slice
+  Batch finite = b;
+  finite.rows = 5;
+  finite.logits.resize(static_cast<size_t>(5) * vocab);
+  finite.params.resize(5);
+  CheckAgainstReference(backend(), finite, -1, 0);
+
+  row(5)[250000] = std::nanf("");
+  const Sampled got = RunSampleRows(backend(), b, 0, b.rows, -1, 0);
+  EXPECT_EQ(got.ids[1], 9000);
+  EXPECT_EQ(got.ids[2], 20000);
+  EXPECT_EQ(got.ids[3], 0);
+  EXPECT_EQ(got.ids[4], vocab - 1);
+  EXPECT_EQ(got.ids[5], kNonFiniteLogits);
+  EXPECT_TRUE(testing::BitwiseEqual(testing::SliceRows(b.logits, vocab, 5, 1),
+                                    testing::SliceRows(got.logits, vocab, 5, 1), vocab))
+      << "a NaN row's logits stay as they were";
 }
 
 }  // namespace

@@ -450,8 +450,15 @@ void CudaOps::SampleRows(const SampleArgs& a) {
   G4_CHECK_MSG(a.params != nullptr && vocab > 0, "[cuda] SampleRows: no params or empty vocabulary");
   ProfileScope prof(profile_, stream_, "SampleRows");
 
-  const std::vector<SampleRowParams> params = Fetch(backend_, a.params, rows);
-  backend_.Sync();
+  // The host's copy when the caller passes it; else read back, a wait for
+  // every kernel before this one.
+  std::vector<SampleRowParams> params;
+  if (static_cast<int64_t>(a.host_params.size()) == rows) {
+    params.assign(a.host_params.begin(), a.host_params.end());
+  } else {
+    params = Fetch(backend_, a.params, rows);
+    backend_.Sync();
+  }
   std::vector<int64_t> host_rows;
   int32_t bias_end = 0, exempt_end = 0, history_end = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -467,7 +474,7 @@ void CudaOps::SampleRows(const SampleArgs& a) {
     exempt_end = std::max(exempt_end, p.exempt_begin + p.exempt_count);
     history_end = std::max(history_end, p.history_begin + p.history_count);
   }
-  SampleGreedyRows(a, stream_);
+  SampleGreedyRows(a, scratch_, stream_);
   if (host_rows.empty()) return;
 
   // The host rows: their arrays and raw logits (untouched by the kernel).

@@ -22,7 +22,7 @@ namespace g4::cuda {
 // of the same slot.
 class Scratch {
  public:
-  enum Slot : int { kMoe, kAttention, kRecode, kQuant, kNumSlots };
+  enum Slot : int { kMoe, kAttention, kRecode, kQuant, kSample, kNumSlots };
   virtual ~Scratch() = default;
   virtual void* Get(Slot slot, size_t bytes) = 0;
 };
@@ -77,6 +77,6 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
 
 // sample.cu: steps 1-4, argmax and logprobs of the rows whose parameters
 // make them greedy; other rows are left untouched for the host (cuda_ops.cc).
-void SampleGreedyRows(const SampleArgs& args, cudaStream_t stream);
+void SampleGreedyRows(const SampleArgs& args, Scratch& scratch, cudaStream_t stream);
 
 }  // namespace g4::cuda
