@@ -263,6 +263,16 @@ __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
   for (int e = threadIdx.x; e < d; e += blockDim.x) out[e] = o[e];
 }
 
+int SmCount() {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    G4_CUDA_CHECK(cudaGetDevice(&dev));
+    G4_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  }();
+  return sms;
+}
+
 AttnStore MakeAttnStore(const PagedKvStore& s) {
   AttnStore d;
   if (!s.records) return d;
@@ -314,11 +324,18 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
     a.partial = static_cast<float*>(scratch.Get(Scratch::kAttention, per_row * std::min(group_rows, rows)));
   }
 
-  // Query heads per block: as many as keep q and acc within 32 registers each.
+  // Query heads per block: as many as keep q and acc within 32 registers
+  // each, so they share the block's K/V loads; one per block when that
+  // leaves too few blocks to fill the GPU (a decode step of a few rows: at
+  // batch 1 on e4b, 18 blocks of a ~20 us serial chain each). A head's
+  // operations and their order are the same either way: the choice moves
+  // no bit, so it may depend on the step.
   const int d32 = (a.d + 31) / 32;
   G4_CHECK_MSG(d32 <= 16, "[cuda] PagedAttention: head_dim above 512");
   const int D32 = d32 <= 1 ? 1 : d32 <= 2 ? 2 : d32 <= 4 ? 4 : d32 <= 8 ? 8 : 16;
-  const int GP = std::min(16, 32 / D32);
+  const int64_t wide_blocks = static_cast<int64_t>(a.splits_max) * a.kv_heads * rows *
+                              ((a.group + std::min(16, 32 / D32) - 1) / std::min(16, 32 / D32));
+  const int GP = wide_blocks < 2 * SmCount() && a.group > 1 ? 1 : std::min(16, 32 / D32);
   const int group_heads = std::min(GP, a.group);
   const int head_groups = (a.group + group_heads - 1) / group_heads;
   G4_CHECK_MSG(static_cast<int64_t>(a.splits_max) * head_groups <= (int64_t{1} << 31) - 1,
@@ -330,7 +347,12 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   }
   const size_t merge_smem = static_cast<size_t>(a.d) * sizeof(float);
   // The split kernel's instance for D32 (GP as chosen above).
-  const auto launch_split = D32 == 1   ? LaunchSplit<1, 16>
+  const auto launch_split = GP == 1     ? (D32 == 1   ? LaunchSplit<1, 1>
+                                          : D32 == 2 ? LaunchSplit<2, 1>
+                                          : D32 == 4 ? LaunchSplit<4, 1>
+                                          : D32 == 8 ? LaunchSplit<8, 1>
+                                                     : LaunchSplit<16, 1>)
+                            : D32 == 1 ? LaunchSplit<1, 16>
                             : D32 == 2 ? LaunchSplit<2, 16>
                             : D32 == 4 ? LaunchSplit<4, 8>
                             : D32 == 8 ? LaunchSplit<8, 4>
