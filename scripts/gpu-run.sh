@@ -159,7 +159,7 @@ import csv, re, sys, collections
 rows = []
 for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')):
     if len(r) > 14 and r[12] == "gpu__time_duration.sum":
-        name = re.split(r"[<(]", r[4].replace("(anonymous namespace)::", ""))[0].split("::")[-1].split()[-1]
+        name = re.split(r"[<(]", r[4].replace("(anonymous namespace)::", "").replace("<unnamed>::", ""))[0].split("::")[-1].split()[-1]
         rows.append((name, float(r[14].replace(",", "")), r[4]))
 ends = [i for i, (n, _, _) in enumerate(rows) if n == "GreedyKernel"]
 first = ends[-2] + 1 if len(ends) >= 2 else max(0, len(rows) - 900)
@@ -176,7 +176,7 @@ for n, (c, s) in sorted(by.items(), key=lambda kv: -kv[1][1]):
 PY
   if [ -n "${G4_NCU_DETAIL:-}" ]; then
     G4_CUDA_GRAPHS=0 timeout 200 "$ncu" --clock-control none --set full -k "regex:$G4_NCU_DETAIL" \
-      --launch-skip "$(cat "$skip_file" 2>/dev/null || echo 0)" \
+      --launch-skip "${G4_NCU_SKIP:-$(cat "$skip_file" 2>/dev/null || echo 0)}" \
       --launch-count "${G4_NCU_COUNT:-2}" "$bin/g4" "${args[@]}" >"$out/ncu-detail-$preset-$quant.txt" 2>>"$misc" ||
       note "ncu detail $spec: exit $?"
   fi
