@@ -210,14 +210,14 @@ for line in open(sys.argv[1]):
     s, e, g, grid, name = line.rstrip("\n").split("\t", 4)
     short = re.sub(r"\(anonymous namespace\)::", "", name)
     short = re.split(r"[<(]", short)[0].split("::")[-1].split()[-1]
-    rows.append((int(s), int(e), short, grid))
+    rows.append((int(s), int(e), short))
 ends = [i for i, r in enumerate(rows) if r[2] == "GreedyKernel"]
 if len(ends) < 2: sys.exit(print("trace: fewer than two sampling kernels"))
 step = rows[ends[-2] + 1: ends[-1] + 1]
 prev_end = rows[ends[-2]][1]
 span = step[-1][1] - prev_end
 by = collections.OrderedDict()
-for s, e, n, grid in step:
+for s, e, n in step:
     ex = max(0, e - max(s, prev_end)); idle = max(0, s - prev_end); prev_end = max(prev_end, e)
     c, x, b, i = by.get(n, (0, 0, 0, 0)); by[n] = (c + 1, x + ex, b + e - s, i + idle)
 tot = sum(v[1] for v in by.values()); idle = sum(v[3] for v in by.values())

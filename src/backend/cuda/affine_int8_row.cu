@@ -29,6 +29,7 @@
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/affine_int8_core.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_info.h"
 #include "core/check.h"
 
 namespace g4::cuda {
@@ -200,15 +201,7 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
   }
 }
 
-int ResidentBlocks() {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    G4_CUDA_CHECK(cudaGetDevice(&dev));
-    G4_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
-  return sms * kRowBlocksPerSm;
-}
+int ResidentBlocks() { return SmCount() * kRowBlocksPerSm; }
 
 template <int B, int P>
 void Launch(std::span<const AffineOut> outs, const QRows& qr, cudaStream_t stream) {

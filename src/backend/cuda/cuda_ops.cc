@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -452,12 +453,12 @@ void CudaOps::SampleRows(const SampleArgs& a) {
 
   // The host's copy when the caller passes it; else read back, a wait for
   // every kernel before this one.
-  std::vector<SampleRowParams> params;
-  if (static_cast<int64_t>(a.host_params.size()) == rows) {
-    params.assign(a.host_params.begin(), a.host_params.end());
-  } else {
-    params = Fetch(backend_, a.params, rows);
+  std::vector<SampleRowParams> fetched;
+  std::span<const SampleRowParams> params = a.host_params;
+  if (static_cast<int64_t>(params.size()) != rows) {
+    fetched = Fetch(backend_, a.params, rows);
     backend_.Sync();
+    params = fetched;
   }
   std::vector<int64_t> host_rows;
   int32_t bias_end = 0, exempt_end = 0, history_end = 0;

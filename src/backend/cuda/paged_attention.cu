@@ -24,6 +24,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_info.h"
 #include "backend/cuda/kv_codec.cuh"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/paged_attention_core.cuh"
@@ -201,6 +202,17 @@ void LaunchSplit(const dim3& grid, size_t smem, const AttnParams& a, int head_gr
   LaunchDependent(SplitKernel<D32, GP>, grid, dim3(kWarps * 32), smem, stream, a, head_groups, group_heads);
 }
 
+// Query heads per block of the grouped split kernel: all of a KV head's
+// that fit in 32 floats of q per lane (4 at head_dim 256, 2 at 512).
+constexpr int WideHeads(int d32) { return std::min(16, 32 / d32); }
+
+// The split kernel's instance for D32: one query head per block (narrow)
+// or WideHeads.
+template <int D32>
+auto SplitLauncher(bool narrow) {
+  return narrow ? LaunchSplit<D32, 1> : LaunchSplit<D32, WideHeads(D32)>;
+}
+
 // One block per (row, query head): merge the row's splits in order.
 __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
   FollowPredecessor();  // launched as a dependent (pdl.cuh)
@@ -263,16 +275,6 @@ __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
   for (int e = threadIdx.x; e < d; e += blockDim.x) out[e] = o[e];
 }
 
-int SmCount() {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    G4_CUDA_CHECK(cudaGetDevice(&dev));
-    G4_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
-  return sms;
-}
-
 AttnStore MakeAttnStore(const PagedKvStore& s) {
   AttnStore d;
   if (!s.records) return d;
@@ -333,9 +335,10 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   const int d32 = (a.d + 31) / 32;
   G4_CHECK_MSG(d32 <= 16, "[cuda] PagedAttention: head_dim above 512");
   const int D32 = d32 <= 1 ? 1 : d32 <= 2 ? 2 : d32 <= 4 ? 4 : d32 <= 8 ? 8 : 16;
-  const int64_t wide_blocks = static_cast<int64_t>(a.splits_max) * a.kv_heads * rows *
-                              ((a.group + std::min(16, 32 / D32) - 1) / std::min(16, 32 / D32));
-  const int GP = wide_blocks < 2 * SmCount() && a.group > 1 ? 1 : std::min(16, 32 / D32);
+  const int wide = WideHeads(D32);
+  const bool narrow =
+      static_cast<int64_t>(a.splits_max) * a.kv_heads * rows * ((a.group + wide - 1) / wide) < 2 * SmCount();
+  const int GP = narrow ? 1 : wide;
   const int group_heads = std::min(GP, a.group);
   const int head_groups = (a.group + group_heads - 1) / group_heads;
   G4_CHECK_MSG(static_cast<int64_t>(a.splits_max) * head_groups <= (int64_t{1} << 31) - 1,
@@ -346,17 +349,11 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
              f.k_codes % 16 == 0 && f.v_codes % 16 == 0 && reinterpret_cast<uintptr_t>(st.records) % 16 == 0;
   }
   const size_t merge_smem = static_cast<size_t>(a.d) * sizeof(float);
-  // The split kernel's instance for D32 (GP as chosen above).
-  const auto launch_split = GP == 1     ? (D32 == 1   ? LaunchSplit<1, 1>
-                                          : D32 == 2 ? LaunchSplit<2, 1>
-                                          : D32 == 4 ? LaunchSplit<4, 1>
-                                          : D32 == 8 ? LaunchSplit<8, 1>
-                                                     : LaunchSplit<16, 1>)
-                            : D32 == 1 ? LaunchSplit<1, 16>
-                            : D32 == 2 ? LaunchSplit<2, 16>
-                            : D32 == 4 ? LaunchSplit<4, 8>
-                            : D32 == 8 ? LaunchSplit<8, 4>
-                                       : LaunchSplit<16, 2>;
+  const auto launch_split = D32 == 1   ? SplitLauncher<1>(narrow)
+                            : D32 == 2 ? SplitLauncher<2>(narrow)
+                            : D32 == 4 ? SplitLauncher<4>(narrow)
+                            : D32 == 8 ? SplitLauncher<8>(narrow)
+                                       : SplitLauncher<16>(narrow);
   const size_t split_smem =
       (static_cast<size_t>(GP) * kSplitKeys + 2 * GP + static_cast<size_t>(kWarps) * GP * 32 * D32) *
       sizeof(float);
