@@ -132,7 +132,9 @@ void CheckAddNorm(Backend& backend, int64_t rows, int64_t d, bool post_w, float 
 TEST_P(FusedOpsTest, AddNormEqualsTheSeparateOps) {
   uint32_t seed = 1300;
   for (int64_t rows : {1, 3, 17})
-    for (int64_t d : {1, 64, 1000, 1024, 2560, 2565})  // both sides of the one-block-per-row width on CUDA
+    // Both sides of the one-block-per-row width on CUDA, and of each
+    // register kernel's columns per thread (8, 12, 16, 24; more: the loop).
+    for (int64_t d : {1, 64, 1000, 1024, 2048, 2560, 2565, 3840, 5376, 6400})
       for (bool post_w : {false, true})
         for (float scale : {1.0f, 0.37f})
           for (bool next : {false, true}) CheckAddNorm(backend(), rows, d, post_w, scale, next, !post_w, seed += 4);

@@ -198,6 +198,24 @@ TEST_P(MatMulTest, OneInputRowManyWeightRows) {
   for (int64_t m : {2, 5, 8, 13}) CheckMatMul(backend(), long_k, m, ++seed, m % 2 ? 3 : 0, 0);
 }
 
+TEST_P(MatMulTest, OneInputRowEveryAffineFormatSeveralColumnTiles) {
+  // Decode shapes of every format: K of 68 chunks of 32 columns (several
+  // rounds or tiles of 32 chunks or groups, a partial last one), rows whose
+  // codes, scales and biases start off 16-byte boundaries (3-, 5- and 6-bit
+  // codes; 17 groups of 128), a row count that is no multiple of a warp's
+  // or a block's rows.
+  const DType scale_types[] = {DType::kBF16, DType::kF16, DType::kF32};
+  uint32_t seed = 1500;
+  int i = 0;
+  for (int bits : {2, 3, 4, 5, 6, 8}) {
+    for (int group : {32, 64, 128}) {
+      const testing::TestWeights tw = testing::MakeAffine(301 + 11 * (i % 4), 2176, bits, group, scale_types[i % 3], ++seed);
+      CheckMatMul(backend(), tw, 1, ++seed, i % 2 ? 5 : 0, 0);
+      ++i;
+    }
+  }
+}
+
 TEST_P(MatMulTest, ManyRowsUnevenSplits) {
   // More input rows than one tile pass, N smaller than a row tile: the GEMM
   // splits the rows across threads.

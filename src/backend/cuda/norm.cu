@@ -6,7 +6,7 @@
 // columns l, l + 32, ... in order, the warp butterfly adds the 32 partials.
 // Longer rows: one block of 256 threads per row: thread t sums columns t,
 // t + 256, ... in order, each warp's butterfly, the 8 warp sums added in
-// warp order. Either way the order depends only on the row length, and
+// warp order; up to 24 columns per thread are held in registers. Either way the order depends only on the row length, and
 // RmsNorm and AddNorm share it (RowSumSquares, RowTotal), so AddNorm's bits
 // are those of the separate ops.
 #include "backend/cuda/cuda_check.h"
@@ -96,12 +96,120 @@ __global__ __launch_bounds__(N == 32 ? kRowsPerBlock * 32 : N) void AddNormKerne
   }
 }
 
+// Wide rows held in registers: thread t of 256 keeps columns t, t + 256,
+// ... (at most C of them) from one load to the last write, so a row costs
+// one round trip to memory for x and o (the weights are requested before
+// the wait) instead of one per pass. The chains, the totals and every float
+// operation are the loop kernels' above, in their order, so the bits are
+// theirs.
+__device__ __forceinline__ bool Has(int t, int i, int64_t d) {
+  return static_cast<int64_t>(t) + static_cast<int64_t>(i) * kWideThreads < d;
+}
+
+template <int C>
+__global__ __launch_bounds__(kWideThreads) void RmsNormWideKernel(const float* __restrict__ x, int64_t ldx,
+                                                                  int64_t d, const float* __restrict__ weight,
+                                                                  float eps, float* y, int64_t ldy) {
+  __shared__ float partial[kWideThreads / 32];
+  const int t = threadIdx.x;
+  const int64_t r = blockIdx.x;
+  float w[C], v[C];
+#pragma unroll
+  for (int i = 0; i < C; ++i) w[i] = weight && Has(t, i, d) ? __ldg(weight + t + i * kWideThreads) : 0.0f;
+  FollowPredecessor();  // launched as a dependent (pdl.cuh)
+  const float* xr = x + r * ldx;
+#pragma unroll
+  for (int i = 0; i < C; ++i) v[i] = Has(t, i, d) ? xr[t + i * kWideThreads] : 0.0f;
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < C; ++i)
+    if (Has(t, i, d)) ss = __fmaf_rn(v[i], v[i], ss);
+  const float inv = InvRms(RowTotal<kWideThreads>(ss, partial), d, eps);  // every read before its barrier: y may alias x
+  float* yr = y + r * ldy;
+#pragma unroll
+  for (int i = 0; i < C; ++i) {
+    if (!Has(t, i, d)) continue;
+    const float u = v[i] * inv;
+    yr[t + i * kWideThreads] = weight ? u * w[i] : u;
+  }
+}
+
+template <int C>
+__global__ __launch_bounds__(kWideThreads) void AddNormWideKernel(
+    float* __restrict__ x, int64_t ldx, const float* __restrict__ o, int64_t ldo, int64_t d,
+    const float* __restrict__ post_weight, float scale, bool scaled, float* __restrict__ next, int64_t ldn,
+    const float* __restrict__ next_weight, float eps) {
+  __shared__ float partial_o[kWideThreads / 32], partial_x[kWideThreads / 32];
+  const int t = threadIdx.x;
+  const int64_t r = blockIdx.x;
+  float pw[C], nw[C], ov[C], xv[C];
+#pragma unroll
+  for (int i = 0; i < C; ++i) {
+    const bool has = Has(t, i, d);
+    pw[i] = post_weight && has ? __ldg(post_weight + t + i * kWideThreads) : 0.0f;
+    nw[i] = next_weight && has ? __ldg(next_weight + t + i * kWideThreads) : 0.0f;
+  }
+  FollowPredecessor();  // launched as a dependent (pdl.cuh)
+  const float* orow = o + r * ldo;
+  float* xrow = x + r * ldx;
+#pragma unroll
+  for (int i = 0; i < C; ++i) {
+    const bool has = Has(t, i, d);
+    ov[i] = has ? orow[t + i * kWideThreads] : 0.0f;
+    xv[i] = has ? xrow[t + i * kWideThreads] : 0.0f;
+  }
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < C; ++i)
+    if (Has(t, i, d)) ss = __fmaf_rn(ov[i], ov[i], ss);
+  const float inv_o = InvRms(RowTotal<kWideThreads>(ss, partial_o), d, eps);
+  ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < C; ++i) {
+    if (!Has(t, i, d)) continue;
+    float v = ov[i] * inv_o;
+    v = post_weight ? v * pw[i] : v;
+    float xn = xv[i] + v;
+    if (scaled) xn = xn * scale;
+    xv[i] = xn;
+    xrow[t + i * kWideThreads] = xn;
+    ss = __fmaf_rn(xn, xn, ss);
+  }
+  if (next == nullptr) return;
+  const float inv = InvRms(RowTotal<kWideThreads>(ss, partial_x), d, eps);
+  float* nrow = next + r * ldn;
+#pragma unroll
+  for (int i = 0; i < C; ++i) {
+    if (!Has(t, i, d)) continue;
+    const float v = xv[i] * inv;
+    nrow[t + i * kWideThreads] = next_weight ? v * nw[i] : v;
+  }
+}
+
+// Columns per thread of the register kernels for a wide row of d columns
+// (8, 12, 16 or 24), or 0: the loop kernel.
+int WideRegs(int64_t d) {
+  const int64_t per = (d + kWideThreads - 1) / kWideThreads;
+  return per <= 8 ? 8 : per <= 12 ? 12 : per <= 16 ? 16 : per <= 24 ? 24 : 0;
+}
+
 int64_t Ld(const TensorView& v) { return v.rows > 1 ? v.stride : v.cols; }
 
 }  // namespace
 
 void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorView& y, cudaStream_t stream) {
-  if (x.cols >= kWideRow) {
+  if (x.cols >= kWideRow && WideRegs(x.cols) != 0) {
+    const dim3 grid(static_cast<unsigned>(x.rows)), block(kWideThreads);
+    const auto launch = [&](auto kernel) {
+      LaunchDependent(kernel, grid, block, 0, stream, x.f32(), Ld(x), x.cols, weight, eps, y.f32(), Ld(y));
+    };
+    switch (WideRegs(x.cols)) {
+      case 8: launch(RmsNormWideKernel<8>); break;
+      case 12: launch(RmsNormWideKernel<12>); break;
+      case 16: launch(RmsNormWideKernel<16>); break;
+      default: launch(RmsNormWideKernel<24>); break;
+    }
+  } else if (x.cols >= kWideRow) {
     LaunchDependent(RmsNormKernel<kWideThreads>, dim3(static_cast<unsigned>(x.rows)), dim3(kWideThreads), 0,
                     stream, x.f32(), Ld(x), x.rows, x.cols, weight, eps, y.f32(), Ld(y));
   } else {
@@ -117,7 +225,19 @@ void AddNorm(const AddNormArgs& a, cudaStream_t stream) {
   float* next = a.next_out.data ? a.next_out.f32() : nullptr;
   const int64_t ldn = a.next_out.data ? Ld(a.next_out) : 0;
   const bool scaled = a.scale != 1.0f;
-  if (d >= kWideRow) {
+  if (d >= kWideRow && WideRegs(d) != 0) {
+    const dim3 grid(static_cast<unsigned>(rows)), block(kWideThreads);
+    const auto launch = [&](auto kernel) {
+      LaunchDependent(kernel, grid, block, 0, stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), d, a.post_weight,
+                      a.scale, scaled, next, ldn, a.next_weight, a.eps);
+    };
+    switch (WideRegs(d)) {
+      case 8: launch(AddNormWideKernel<8>); break;
+      case 12: launch(AddNormWideKernel<12>); break;
+      case 16: launch(AddNormWideKernel<16>); break;
+      default: launch(AddNormWideKernel<24>); break;
+    }
+  } else if (d >= kWideRow) {
     LaunchDependent(AddNormKernel<kWideThreads>, dim3(static_cast<unsigned>(rows)), dim3(kWideThreads), 0,
                     stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), rows, d, a.post_weight, a.scale, scaled,
                     next, ldn, a.next_weight, a.eps);
