@@ -96,8 +96,8 @@ void AddGpuMemoryFlag(CLI::App& app, uint64_t& bytes) {
         bytes = *v;
       },
       "the most device memory g4 may hold in all (weights, KV pool, step buffers), e.g. 40G; the KV pool gets "
-      "what the weights leave less a sixteenth for step buffers (default: no cap, the pool takes half the free "
-      "memory)");
+      "what the weights leave less a sixteenth for step buffers (default: no cap; on a GPU the pool takes what is "
+      "free less the step buffers and a margin, on the CPU half the free memory)");
 }
 
 EngineOptions ToEngineOptions(const EngineFlags& flags) {

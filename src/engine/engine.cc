@@ -3,14 +3,42 @@
 #include <string>
 
 #include "core/byte_size.h"
+#include "model/activations.h"
 
 namespace g4 {
 namespace {
 
+// Device memory kept free beside the pool and the activations by default:
+// the backend's step scratch (attention split states, quantized inputs,
+// CUDA graphs) and the driver's own.
+constexpr size_t kDeviceReserve = size_t{1} << 30;
+
+// The default KV pool on a device: what is free less a margin (the step
+// buffers the scheduler will allocate, kDeviceReserve and a 32nd of the free
+// memory), as vLLM takes a fraction of the GPU. On the host: half the free
+// memory (pool pages are committed only when first written).
+StatusOr<size_t> DefaultKvBudget(const Gemma4Model& model, const EngineOptions& o) {
+  const Backend& backend = model.backend();
+  const size_t free = backend.FreeMemory();
+  if (backend.space() != MemorySpace::kDevice) return free / 2;
+  ActivationLimits limits;
+  limits.max_rows = o.max_step_tokens;
+  limits.max_seqs = o.max_seqs;
+  limits.max_outputs = o.max_outputs > 0 ? o.max_outputs : o.max_seqs;
+  const size_t margin = Activations::Bytes(model.config(), limits, o.block_size) + kDeviceReserve + free / 32;
+  if (free <= margin)
+    return ResourceExhausted("[engine] the " + backend.name() + " device has " + GiB(free) +
+                             " free and steps need " + GiB(margin) +
+                             " beside the KV pool: nothing is left for it (a smaller --chunk or --max-seqs, or an "
+                             "explicit --kv-memory)");
+  return free - margin;
+}
+
 // The KV pool's bytes (EngineOptions::kv_budget_bytes, memory_cap_bytes).
-StatusOr<size_t> KvBudget(const Backend& backend, const EngineOptions& o) {
+StatusOr<size_t> KvBudget(const Gemma4Model& model, const EngineOptions& o) {
+  const Backend& backend = model.backend();
   const size_t cap = o.memory_cap_bytes, held = backend.HeldBytes();
-  if (cap == 0) return o.kv_budget_bytes != 0 ? o.kv_budget_bytes : backend.FreeMemory() / 2;
+  if (cap == 0) return o.kv_budget_bytes != 0 ? o.kv_budget_bytes : DefaultKvBudget(model, o);
   const size_t reserve = cap / 16;  // step buffers, which grow with the chunk
   const std::string what = "--gpu-memory " + GiB(cap) + ": the " + backend.name() + " backend holds " + GiB(held) +
                            " already (weights and buffers)";
@@ -28,7 +56,7 @@ StatusOr<size_t> KvBudget(const Backend& backend, const EngineOptions& o) {
 StatusOr<std::unique_ptr<Engine>> Engine::Create(Gemma4Model& model, const EngineOptions& options) {
   auto e = std::unique_ptr<Engine>(new Engine(model, options));
   G4_ASSIGN_OR_RETURN(KvScheme scheme, KvScheme::Parse(options.kv));
-  G4_ASSIGN_OR_RETURN(size_t budget, KvBudget(model.backend(), options));
+  G4_ASSIGN_OR_RETURN(size_t budget, KvBudget(model, options));
   StatusOr<KvPoolOptions> sized = KvPoolOptions::ForBudget(model.config(), scheme, budget, options.max_seqs,
                                                            options.max_step_tokens, options.block_size);
   if (!sized.ok() && options.memory_cap_bytes != 0)

@@ -23,9 +23,10 @@ struct EngineOptions {
   int64_t max_step_tokens = 512;  // rows per step (prefill chunk budget)
   int max_seqs = 16;              // sequences running at once
   int64_t max_outputs = 0;        // logits rows per step; 0: max_seqs
-  // KV pool size; 0: what memory_cap_bytes leaves, else half of the
-  // backend's free memory (the CPU backend commits pool pages only when
-  // they are first written).
+  // KV pool size; 0: what memory_cap_bytes leaves, else on a device what
+  // is free less a margin (the step buffers, 1 GiB and a 32nd of the free
+  // memory), on the host half of the free memory (the CPU backend commits
+  // pool pages only when they are first written).
   size_t kv_budget_bytes = 0;
   // --gpu-memory: the most the backend may hold for this engine in all
   // (placed weights, KV pool, step buffers); 0: no cap. The KV pool gets

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -30,6 +31,9 @@ class Activations {
   // is the KV pool's (it bounds block-table widths).
   static StatusOr<Activations> Create(const Gemma4Config& config, Backend& backend, const ActivationLimits& limits,
                                       int block_size);
+  // The device bytes Create allocates for these limits (the engine sizes
+  // its default KV pool around them).
+  static size_t Bytes(const Gemma4Config& config, const ActivationLimits& limits, int block_size);
   Activations() = default;
   Activations(Activations&&) = default;
   Activations& operator=(Activations&&) = default;
@@ -72,6 +76,10 @@ class Activations {
   std::vector<uint8_t>& host_store() { return host_store_; }
 
  private:
+  static ActivationLimits Resolved(const Gemma4Config& config, const ActivationLimits& limits, int block_size);
+  static std::pair<size_t, size_t> Layout(const Gemma4Config& config, const ActivationLimits& limits, char* fbase,
+                                          char* ibase, Activations& a);
+
   ActivationLimits limits_;
   MemorySpace space_ = MemorySpace::kHost;
   DeviceBuffer floats_, ints_;

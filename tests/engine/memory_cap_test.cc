@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/engine.h"
+#include "model/activations.h"
 #include "test_backend.h"
 #include "test_util.h"
 
@@ -80,6 +81,26 @@ TEST_F(MemoryCapTest, ExplicitPoolMustFitUnderTheCap) {
   auto small = Engine::Create(*model_, Options(cap, size_t{16} << 20));
   ASSERT_TRUE(small.ok()) << small.status().ToString();
   EXPECT_LE((*small)->pool().capacity_bytes(), size_t{16} << 20);
+}
+
+TEST_F(MemoryCapTest, DefaultPoolOnADeviceIsTheFreeMemoryLessAMargin) {
+  // Without --gpu-memory or --kv-memory a device backend's pool takes what
+  // is free less the step buffers, 1 GiB and a 32nd (engine.cc); the host
+  // keeps half (pages committed lazily: not worth allocating here).
+  if (backend_->space() != MemorySpace::kDevice) GTEST_SKIP() << "host backend: the pool is half the free memory";
+  const size_t free = backend_->FreeMemory();
+  const EngineOptions o = Options(0);
+  ActivationLimits limits;
+  limits.max_rows = o.max_step_tokens;
+  limits.max_seqs = o.max_seqs;
+  limits.max_outputs = o.max_seqs;
+  const size_t steps = Activations::Bytes(model_->config(), limits, o.block_size);
+  auto e = Engine::Create(*model_, o);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  const size_t pool = (*e)->pool().capacity_bytes();
+  EXPECT_LE(pool + steps + (size_t{1} << 30), free);
+  EXPECT_GE(pool, free - free / 16 - steps - (size_t{2} << 30)) << "the pool should take nearly all that is free";
+  EXPECT_GE(backend_->FreeMemory(), size_t{1} << 30) << "the scheduler's buffers and the reserve stay free";
 }
 
 }  // namespace
