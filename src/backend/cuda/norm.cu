@@ -106,6 +106,28 @@ __device__ __forceinline__ bool Has(int t, int i, int64_t d) {
   return static_cast<int64_t>(t) + static_cast<int64_t>(i) * kWideThreads < d;
 }
 
+// Thread t's chain of squares over its columns, in column order.
+template <int C>
+__device__ __forceinline__ float ChainSquares(const float (&v)[C], int t, int64_t d) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < C; ++i)
+    if (Has(t, i, d)) ss = __fmaf_rn(v[i], v[i], ss);
+  return ss;
+}
+
+// out[c] = v * inv (times the weight, when there is one) for thread t's columns.
+template <int C>
+__device__ __forceinline__ void StoreNormed(const float (&v)[C], float inv, const float* weight, const float (&w)[C],
+                                            float* out, int t, int64_t d) {
+#pragma unroll
+  for (int i = 0; i < C; ++i) {
+    if (!Has(t, i, d)) continue;
+    const float u = v[i] * inv;
+    out[t + i * kWideThreads] = weight ? u * w[i] : u;
+  }
+}
+
 template <int C>
 __global__ __launch_bounds__(kWideThreads) void RmsNormWideKernel(const float* __restrict__ x, int64_t ldx,
                                                                   int64_t d, const float* __restrict__ weight,
@@ -120,18 +142,9 @@ __global__ __launch_bounds__(kWideThreads) void RmsNormWideKernel(const float* _
   const float* xr = x + r * ldx;
 #pragma unroll
   for (int i = 0; i < C; ++i) v[i] = Has(t, i, d) ? xr[t + i * kWideThreads] : 0.0f;
-  float ss = 0.0f;
-#pragma unroll
-  for (int i = 0; i < C; ++i)
-    if (Has(t, i, d)) ss = __fmaf_rn(v[i], v[i], ss);
-  const float inv = InvRms(RowTotal<kWideThreads>(ss, partial), d, eps);  // every read before its barrier: y may alias x
-  float* yr = y + r * ldy;
-#pragma unroll
-  for (int i = 0; i < C; ++i) {
-    if (!Has(t, i, d)) continue;
-    const float u = v[i] * inv;
-    yr[t + i * kWideThreads] = weight ? u * w[i] : u;
-  }
+  // Every read before RowTotal's barrier: y may alias x.
+  const float inv = InvRms(RowTotal<kWideThreads>(ChainSquares<C>(v, t, d), partial), d, eps);
+  StoreNormed<C>(v, inv, weight, w, y + r * ldy, t, d);
 }
 
 template <int C>
@@ -158,12 +171,8 @@ __global__ __launch_bounds__(kWideThreads) void AddNormWideKernel(
     ov[i] = has ? orow[t + i * kWideThreads] : 0.0f;
     xv[i] = has ? xrow[t + i * kWideThreads] : 0.0f;
   }
+  const float inv_o = InvRms(RowTotal<kWideThreads>(ChainSquares<C>(ov, t, d), partial_o), d, eps);
   float ss = 0.0f;
-#pragma unroll
-  for (int i = 0; i < C; ++i)
-    if (Has(t, i, d)) ss = __fmaf_rn(ov[i], ov[i], ss);
-  const float inv_o = InvRms(RowTotal<kWideThreads>(ss, partial_o), d, eps);
-  ss = 0.0f;
 #pragma unroll
   for (int i = 0; i < C; ++i) {
     if (!Has(t, i, d)) continue;
@@ -177,13 +186,7 @@ __global__ __launch_bounds__(kWideThreads) void AddNormWideKernel(
   }
   if (next == nullptr) return;
   const float inv = InvRms(RowTotal<kWideThreads>(ss, partial_x), d, eps);
-  float* nrow = next + r * ldn;
-#pragma unroll
-  for (int i = 0; i < C; ++i) {
-    if (!Has(t, i, d)) continue;
-    const float v = xv[i] * inv;
-    nrow[t + i * kWideThreads] = next_weight ? v * nw[i] : v;
-  }
+  StoreNormed<C>(xv, inv, next_weight, nw, next + r * ldn, t, d);
 }
 
 // Columns per thread of the register kernels for a wide row of d columns
