@@ -3,10 +3,17 @@
 #include <string>
 
 #include "core/byte_size.h"
-#include "model/activations.h"
 
 namespace g4 {
 namespace {
+
+SchedulerOptions SchedulerOptionsOf(const EngineOptions& o) {
+  SchedulerOptions so;
+  so.max_step_tokens = o.max_step_tokens;
+  so.max_seqs = o.max_seqs;
+  so.max_outputs = o.max_outputs;
+  return so;
+}
 
 // Device memory kept free beside the pool and the activations by default:
 // the backend's step scratch (attention split states, quantized inputs,
@@ -21,11 +28,9 @@ StatusOr<size_t> DefaultKvBudget(const Gemma4Model& model, const EngineOptions& 
   const Backend& backend = model.backend();
   const size_t free = backend.FreeMemory();
   if (backend.space() != MemorySpace::kDevice) return free / 2;
-  ActivationLimits limits;
-  limits.max_rows = o.max_step_tokens;
-  limits.max_seqs = o.max_seqs;
-  limits.max_outputs = o.max_outputs > 0 ? o.max_outputs : o.max_seqs;
-  const size_t margin = Activations::Bytes(model.config(), limits, o.block_size) + kDeviceReserve + free / 32;
+  const size_t steps =
+      Activations::Bytes(model.config(), Scheduler::ActivationLimitsFor(SchedulerOptionsOf(o)), o.block_size);
+  const size_t margin = steps + kDeviceReserve + free / 32;
   if (free <= margin)
     return ResourceExhausted("[engine] the " + backend.name() + " device has " + GiB(free) +
                              " free and steps need " + GiB(margin) +
@@ -64,11 +69,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(Gemma4Model& model, const Engin
                                       " for the KV pool");
   G4_ASSIGN_OR_RETURN(KvPoolOptions pool_options, std::move(sized));
   G4_ASSIGN_OR_RETURN(e->pool_, KvPool::Create(model.config(), scheme, model.backend(), pool_options));
-  SchedulerOptions so;
-  so.max_step_tokens = options.max_step_tokens;
-  so.max_seqs = options.max_seqs;
-  so.max_outputs = options.max_outputs;
-  G4_ASSIGN_OR_RETURN(e->scheduler_, Scheduler::Create(model, *e->pool_, so));
+  G4_ASSIGN_OR_RETURN(e->scheduler_, Scheduler::Create(model, *e->pool_, SchedulerOptionsOf(options)));
   return e;
 }
 

@@ -100,12 +100,17 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(Gemma4Model& model, KvPoo
     return InvalidArgument("[scheduler] step tokens and sequences must be positive");
   auto s = std::unique_ptr<Scheduler>(new Scheduler(model, pool, options));
   if (s->options_.max_outputs <= 0) s->options_.max_outputs = options.max_seqs;
-  ActivationLimits limits;
-  limits.max_rows = s->options_.max_step_tokens;
-  limits.max_seqs = s->options_.max_seqs;
-  limits.max_outputs = s->options_.max_outputs;
-  G4_ASSIGN_OR_RETURN(s->act_, Activations::Create(model.config(), model.backend(), limits, pool.block_size()));
+  G4_ASSIGN_OR_RETURN(s->act_, Activations::Create(model.config(), model.backend(), ActivationLimitsFor(options),
+                                                   pool.block_size()));
   return s;
+}
+
+ActivationLimits Scheduler::ActivationLimitsFor(const SchedulerOptions& options) {
+  ActivationLimits limits;
+  limits.max_rows = options.max_step_tokens;
+  limits.max_seqs = options.max_seqs;
+  limits.max_outputs = options.max_outputs > 0 ? options.max_outputs : options.max_seqs;
+  return limits;
 }
 
 StatusOr<RequestId> Scheduler::Submit(SequenceRequest request) {

@@ -91,6 +91,9 @@ class Scheduler {
   // `model` and `pool` must outlive the scheduler.
   static StatusOr<std::unique_ptr<Scheduler>> Create(Gemma4Model& model, KvPool& pool,
                                                      const SchedulerOptions& options);
+  // The step buffers' limits a scheduler with these options allocates
+  // (the engine sizes its default KV pool around them).
+  static ActivationLimits ActivationLimitsFor(const SchedulerOptions& options);
   ~Scheduler();
 
   // Queues a sequence. InvalidArgument for a bad request (ids outside the

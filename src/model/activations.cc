@@ -32,11 +32,12 @@ class Carver {
 
 }  // namespace
 
-// Lays out every buffer of `a` for limits L (max_table_width resolved) over
-// fbase / ibase, or only measures when they are null: returns the float and
-// int bytes.
-std::pair<size_t, size_t> Activations::Layout(const Gemma4Config& c, const ActivationLimits& L, char* fbase,
-                                              char* ibase, Activations& a) {
+// Lays out every buffer for limits_ (max_table_width resolved) over fbase /
+// ibase, or only measures when they are null: returns the float and int
+// bytes.
+std::pair<size_t, size_t> Activations::Layout(const Gemma4Config& c, char* fbase, char* ibase) {
+  Activations& a = *this;
+  const ActivationLimits& L = limits_;
   // Widths from the geometry: the widest layer of each kind.
   const int64_t H = c.hidden_size;
   int64_t q_width = 0, kv_width = 0, mlp_width = 0;
@@ -96,13 +97,15 @@ std::pair<size_t, size_t> Activations::Layout(const Gemma4Config& c, const Activ
 
 ActivationLimits Activations::Resolved(const Gemma4Config& c, const ActivationLimits& limits, int block_size) {
   ActivationLimits L = limits;
-  if (L.max_table_width <= 0) L.max_table_width = (std::max(c.max_position_embeddings, 1) + block_size - 1) / block_size + 1;
+  if (L.max_table_width <= 0)
+    L.max_table_width = (std::max(c.max_position_embeddings, 1) + block_size - 1) / block_size + 1;
   return L;
 }
 
 size_t Activations::Bytes(const Gemma4Config& config, const ActivationLimits& limits, int block_size) {
-  Activations scratch;
-  const auto [float_bytes, int_bytes] = Layout(config, Resolved(config, limits, block_size), nullptr, nullptr, scratch);
+  Activations measure;
+  measure.limits_ = Resolved(config, limits, block_size);
+  const auto [float_bytes, int_bytes] = measure.Layout(config, nullptr, nullptr);
   return float_bytes + int_bytes;
 }
 
@@ -115,10 +118,10 @@ StatusOr<Activations> Activations::Create(const Gemma4Config& c, Backend& backen
   act.space_ = backend.space();
   const ActivationLimits& L = act.limits_;
   // Two passes over the same layout: measure, then carve the allocation.
-  const auto [float_bytes, int_bytes] = Layout(c, L, nullptr, nullptr, act);
+  const auto [float_bytes, int_bytes] = act.Layout(c, nullptr, nullptr);
   G4_ASSIGN_OR_RETURN(act.floats_, backend.Allocate(float_bytes, "activations"));
   G4_ASSIGN_OR_RETURN(act.ints_, backend.Allocate(int_bytes, "step arrays"));
-  Layout(c, L, act.floats_.as<char>(), act.ints_.as<char>(), act);
+  act.Layout(c, act.floats_.as<char>(), act.ints_.as<char>());
   act.host_table_.resize(static_cast<size_t>(2 * L.max_seqs * L.max_table_width));
   act.host_store_.resize(static_cast<size_t>(2 * L.max_seqs));
   return act;

@@ -77,8 +77,7 @@ class Activations {
 
  private:
   static ActivationLimits Resolved(const Gemma4Config& config, const ActivationLimits& limits, int block_size);
-  static std::pair<size_t, size_t> Layout(const Gemma4Config& config, const ActivationLimits& limits, char* fbase,
-                                          char* ibase, Activations& a);
+  std::pair<size_t, size_t> Layout(const Gemma4Config& config, char* fbase, char* ibase);
 
   ActivationLimits limits_;
   MemorySpace space_ = MemorySpace::kHost;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/engine.h"
+#include "engine/scheduler.h"
 #include "model/activations.h"
 #include "test_backend.h"
 #include "test_util.h"
@@ -90,11 +91,10 @@ TEST_F(MemoryCapTest, DefaultPoolOnADeviceIsTheFreeMemoryLessAMargin) {
   if (backend_->space() != MemorySpace::kDevice) GTEST_SKIP() << "host backend: the pool is half the free memory";
   const size_t free = backend_->FreeMemory();
   const EngineOptions o = Options(0);
-  ActivationLimits limits;
-  limits.max_rows = o.max_step_tokens;
-  limits.max_seqs = o.max_seqs;
-  limits.max_outputs = o.max_seqs;
-  const size_t steps = Activations::Bytes(model_->config(), limits, o.block_size);
+  SchedulerOptions so;
+  so.max_step_tokens = o.max_step_tokens;
+  so.max_seqs = o.max_seqs;
+  const size_t steps = Activations::Bytes(model_->config(), Scheduler::ActivationLimitsFor(so), o.block_size);
   auto e = Engine::Create(*model_, o);
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   const size_t pool = (*e)->pool().capacity_bytes();

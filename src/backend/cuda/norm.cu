@@ -6,9 +6,12 @@
 // columns l, l + 32, ... in order, the warp butterfly adds the 32 partials.
 // Longer rows: one block of 256 threads per row: thread t sums columns t,
 // t + 256, ... in order, each warp's butterfly, the 8 warp sums added in
-// warp order; up to 24 columns per thread are held in registers. Either way the order depends only on the row length, and
-// RmsNorm and AddNorm share it (RowSumSquares, RowTotal), so AddNorm's bits
-// are those of the separate ops.
+// warp order; up to 24 columns per thread are held in registers. Either way
+// the order depends only on the row length, and RmsNorm and AddNorm share
+// it (RowSumSquares, RowTotal), so AddNorm's bits are those of the separate
+// ops.
+#include <type_traits>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
 #include "backend/cuda/launch.h"
@@ -189,11 +192,17 @@ __global__ __launch_bounds__(kWideThreads) void AddNormWideKernel(
   StoreNormed<C>(xv, inv, next_weight, nw, next + r * ldn, t, d);
 }
 
-// Columns per thread of the register kernels for a wide row of d columns
-// (8, 12, 16 or 24), or 0: the loop kernel.
-int WideRegs(int64_t d) {
+// Calls launch(std::integral_constant<int, C>) with the register kernels'
+// columns per thread C (8, 12, 16 or 24) for a wide row of d columns;
+// false, calling nothing, when a row needs more (the loop kernel's).
+template <typename Launch>
+bool WithWideRegs(int64_t d, Launch launch) {
   const int64_t per = (d + kWideThreads - 1) / kWideThreads;
-  return per <= 8 ? 8 : per <= 12 ? 12 : per <= 16 ? 16 : per <= 24 ? 24 : 0;
+  if (per <= 8) return launch(std::integral_constant<int, 8>{}), true;
+  if (per <= 12) return launch(std::integral_constant<int, 12>{}), true;
+  if (per <= 16) return launch(std::integral_constant<int, 16>{}), true;
+  if (per <= 24) return launch(std::integral_constant<int, 24>{}), true;
+  return false;
 }
 
 int64_t Ld(const TensorView& v) { return v.rows > 1 ? v.stride : v.cols; }
@@ -201,23 +210,16 @@ int64_t Ld(const TensorView& v) { return v.rows > 1 ? v.stride : v.cols; }
 }  // namespace
 
 void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorView& y, cudaStream_t stream) {
-  if (x.cols >= kWideRow && WideRegs(x.cols) != 0) {
-    const dim3 grid(static_cast<unsigned>(x.rows)), block(kWideThreads);
-    const auto launch = [&](auto kernel) {
-      LaunchDependent(kernel, grid, block, 0, stream, x.f32(), Ld(x), x.cols, weight, eps, y.f32(), Ld(y));
-    };
-    switch (WideRegs(x.cols)) {
-      case 8: launch(RmsNormWideKernel<8>); break;
-      case 12: launch(RmsNormWideKernel<12>); break;
-      case 16: launch(RmsNormWideKernel<16>); break;
-      default: launch(RmsNormWideKernel<24>); break;
-    }
-  } else if (x.cols >= kWideRow) {
-    LaunchDependent(RmsNormKernel<kWideThreads>, dim3(static_cast<unsigned>(x.rows)), dim3(kWideThreads), 0,
-                    stream, x.f32(), Ld(x), x.rows, x.cols, weight, eps, y.f32(), Ld(y));
-  } else {
+  const auto wide = [&](auto c) {
+    LaunchDependent(RmsNormWideKernel<decltype(c)::value>, dim3(static_cast<unsigned>(x.rows)), dim3(kWideThreads),
+                    0, stream, x.f32(), Ld(x), x.cols, weight, eps, y.f32(), Ld(y));
+  };
+  if (x.cols < kWideRow) {
     const int64_t blocks = (x.rows + kRowsPerBlock - 1) / kRowsPerBlock;
     LaunchDependent(RmsNormKernel<32>, dim3(static_cast<unsigned>(blocks)), dim3(kRowsPerBlock * 32), 0,
+                    stream, x.f32(), Ld(x), x.rows, x.cols, weight, eps, y.f32(), Ld(y));
+  } else if (!WithWideRegs(x.cols, wide)) {
+    LaunchDependent(RmsNormKernel<kWideThreads>, dim3(static_cast<unsigned>(x.rows)), dim3(kWideThreads), 0,
                     stream, x.f32(), Ld(x), x.rows, x.cols, weight, eps, y.f32(), Ld(y));
   }
   G4_CUDA_LAUNCHED();
@@ -228,25 +230,18 @@ void AddNorm(const AddNormArgs& a, cudaStream_t stream) {
   float* next = a.next_out.data ? a.next_out.f32() : nullptr;
   const int64_t ldn = a.next_out.data ? Ld(a.next_out) : 0;
   const bool scaled = a.scale != 1.0f;
-  if (d >= kWideRow && WideRegs(d) != 0) {
-    const dim3 grid(static_cast<unsigned>(rows)), block(kWideThreads);
-    const auto launch = [&](auto kernel) {
-      LaunchDependent(kernel, grid, block, 0, stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), d, a.post_weight,
-                      a.scale, scaled, next, ldn, a.next_weight, a.eps);
-    };
-    switch (WideRegs(d)) {
-      case 8: launch(AddNormWideKernel<8>); break;
-      case 12: launch(AddNormWideKernel<12>); break;
-      case 16: launch(AddNormWideKernel<16>); break;
-      default: launch(AddNormWideKernel<24>); break;
-    }
-  } else if (d >= kWideRow) {
-    LaunchDependent(AddNormKernel<kWideThreads>, dim3(static_cast<unsigned>(rows)), dim3(kWideThreads), 0,
-                    stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), rows, d, a.post_weight, a.scale, scaled,
-                    next, ldn, a.next_weight, a.eps);
-  } else {
+  const auto wide = [&](auto c) {
+    LaunchDependent(AddNormWideKernel<decltype(c)::value>, dim3(static_cast<unsigned>(rows)), dim3(kWideThreads), 0,
+                    stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), d, a.post_weight, a.scale, scaled, next, ldn,
+                    a.next_weight, a.eps);
+  };
+  if (d < kWideRow) {
     const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
     LaunchDependent(AddNormKernel<32>, dim3(static_cast<unsigned>(blocks)), dim3(kRowsPerBlock * 32), 0,
+                    stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), rows, d, a.post_weight, a.scale, scaled,
+                    next, ldn, a.next_weight, a.eps);
+  } else if (!WithWideRegs(d, wide)) {
+    LaunchDependent(AddNormKernel<kWideThreads>, dim3(static_cast<unsigned>(rows)), dim3(kWideThreads), 0,
                     stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), rows, d, a.post_weight, a.scale, scaled,
                     next, ldn, a.next_weight, a.eps);
   }
