@@ -198,22 +198,27 @@ TEST_P(MatMulTest, OneInputRowManyWeightRows) {
   for (int64_t m : {2, 5, 8, 13}) CheckMatMul(backend(), long_k, m, ++seed, m % 2 ? 3 : 0, 0);
 }
 
+// Calls f(i, bits, group, scale type) for every affine format, i counting
+// from 0, the scale types taken in turn.
+template <typename F>
+void ForEveryAffineFormat(F f) {
+  const DType scale_types[] = {DType::kBF16, DType::kF16, DType::kF32};
+  int i = 0;
+  for (int bits : {2, 3, 4, 5, 6, 8})
+    for (int group : {32, 64, 128}) f(i, bits, group, scale_types[i % 3]), ++i;
+}
+
 TEST_P(MatMulTest, OneInputRowEveryAffineFormatSeveralColumnTiles) {
   // Decode shapes of every format: K of 68 chunks of 32 columns (several
   // rounds or tiles of 32 chunks or groups, a partial last one), rows whose
   // codes, scales and biases start off 16-byte boundaries (3-, 5- and 6-bit
   // codes; 17 groups of 128), a row count that is no multiple of a warp's
   // or a block's rows.
-  const DType scale_types[] = {DType::kBF16, DType::kF16, DType::kF32};
   uint32_t seed = 1500;
-  int i = 0;
-  for (int bits : {2, 3, 4, 5, 6, 8}) {
-    for (int group : {32, 64, 128}) {
-      const testing::TestWeights tw = testing::MakeAffine(301 + 11 * (i % 4), 2176, bits, group, scale_types[i % 3], ++seed);
-      CheckMatMul(backend(), tw, 1, ++seed, i % 2 ? 5 : 0, 0);
-      ++i;
-    }
-  }
+  ForEveryAffineFormat([&](int i, int bits, int group, DType st) {
+    const testing::TestWeights tw = testing::MakeAffine(301 + 11 * (i % 4), 2176, bits, group, st, ++seed);
+    CheckMatMul(backend(), tw, 1, ++seed, i % 2 ? 5 : 0, 0);
+  });
 }
 
 TEST_P(MatMulTest, ManyRowsUnevenSplits) {
@@ -228,17 +233,12 @@ TEST_P(MatMulTest, ManyInputRowsEveryAffineFormat) {
   // Prefill shapes (the CUDA tensor-core kernel's): several tiles of 64 input
   // rows and a partial last one, columns in tiles of 128 with a partial last
   // one, a partial last block of 128 weight rows; 20 rows: one partial tile of 32.
-  const DType scale_types[] = {DType::kBF16, DType::kF16, DType::kF32};
   uint32_t seed = 1300;
-  int i = 0;
-  for (int bits : {2, 3, 4, 5, 6, 8}) {
-    for (int group : {32, 64, 128}) {
-      const int64_t k = group == 32 ? 416 : group == 64 ? 448 : 384;
-      const testing::TestWeights tw = testing::MakeAffine(200 + 7 * (i % 5), k, bits, group, scale_types[i % 3], ++seed);
-      CheckMatMul(backend(), tw, i % 3 == 0 ? 20 : 130, ++seed, i % 2 ? 3 : 0, 0);
-      ++i;
-    }
-  }
+  ForEveryAffineFormat([&](int i, int bits, int group, DType st) {
+    const int64_t k = group == 32 ? 416 : group == 64 ? 448 : 384;
+    const testing::TestWeights tw = testing::MakeAffine(200 + 7 * (i % 5), k, bits, group, st, ++seed);
+    CheckMatMul(backend(), tw, i % 3 == 0 ? 20 : 130, ++seed, i % 2 ? 3 : 0, 0);
+  });
 }
 
 TEST_P(MatMulTest, RowSliceView) {
