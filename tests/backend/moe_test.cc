@@ -9,6 +9,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/moe_route.h"
@@ -293,11 +294,37 @@ TEST_P(MoeTest, ExpertsRowsAloneEqualRowsInABatch) {
   }
 }
 
+// ops.h defines the result exactly: per row, each routed expert's
+// down(gelu(gate x) * up x) (the backend's own row-invariant MatMul and
+// GeluMul, here one row at a time), summed into zero in ascending expert
+// order (ties: ascending j) by one fma per term. Equal ids included.
+void ExpectTheDefinitionBitForBit(Ops& ops, Backend& backend, const ExpertSet& s, const std::vector<float>& x,
+                                  const std::vector<int32_t>& ids, const std::vector<float>& w, int64_t rows, int k,
+                                  int64_t hidden, int64_t width, const std::string& what) {
+  const std::vector<float> got = RunExperts(backend, s, x, ids, w, rows, k, hidden, width, 0, 0);
+  DeviceTensor dx = testing::UploadF32(backend, x, rows, hidden);
+  DeviceTensor g = testing::AllocTensor(backend, DType::kF32, 1, width);
+  DeviceTensor u = testing::AllocTensor(backend, DType::kF32, 1, width);
+  DeviceTensor y = testing::AllocTensor(backend, DType::kF32, 1, hidden);
+  for (int64_t t = 0; t < rows; ++t) {
+    std::vector<int> js(k);
+    std::iota(js.begin(), js.end(), 0);
+    std::stable_sort(js.begin(), js.end(), [&](int a, int b) { return ids[t * k + a] < ids[t * k + b]; });
+    std::vector<float> want(hidden, 0.0f);
+    for (int j : js) {
+      const int e = ids[t * k + j];
+      ops.MatMul(dx.view.Rows(t, 1), s.wg[e], g.view);
+      ops.MatMul(dx.view.Rows(t, 1), s.wu[e], u.view);
+      ops.GeluMul(g.view, u.view, g.view);
+      ops.MatMul(g.view, s.wd[e], y.view);
+      const std::vector<float> ye = testing::DownloadF32(backend, y.view);
+      for (int64_t h = 0; h < hidden; ++h) want[h] = std::fma(w[t * k + j], ye[h], want[h]);
+    }
+    EXPECT_TRUE(testing::BitwiseEqual(want, testing::SliceRows(got, hidden, t, 1), hidden)) << what << ", row " << t;
+  }
+}
+
 TEST_P(MoeTest, ExpertsAreTheirDefinitionBitForBit) {
-  // ops.h defines the result exactly: per row, each routed expert's
-  // down(gelu(gate x) * up x) (the backend's own row-invariant MatMul and
-  // GeluMul, here one row at a time), summed into zero in ascending expert
-  // order (ties: ascending j) by one fma per term. Equal ids included.
   std::mt19937 rng(21);
   const int experts = 6, k = 3;
   const int64_t hidden = 64, width = 32, rows = 9;
@@ -306,27 +333,30 @@ TEST_P(MoeTest, ExpertsAreTheirDefinitionBitForBit) {
   std::vector<int32_t> ids;
   std::vector<float> w;
   RandomRouting(rng, rows, experts, k, /*repeats=*/true, &ids, &w);
-  const std::vector<float> got = RunExperts(backend(), s, x, ids, w, rows, k, hidden, width, 0, 0);
+  ExpectTheDefinitionBitForBit(ops(), backend(), s, x, ids, w, rows, k, hidden, width, "9 rows");
+}
 
-  DeviceTensor dx = testing::UploadF32(backend(), x, rows, hidden);
-  DeviceTensor g = testing::AllocTensor(backend(), DType::kF32, 1, width);
-  DeviceTensor u = testing::AllocTensor(backend(), DType::kF32, 1, width);
-  DeviceTensor y = testing::AllocTensor(backend(), DType::kF32, 1, hidden);
-  for (int64_t t = 0; t < rows; ++t) {
-    std::vector<int> js(k);
-    std::iota(js.begin(), js.end(), 0);
-    std::stable_sort(js.begin(), js.end(), [&](int a, int b) { return ids[t * k + a] < ids[t * k + b]; });
-    std::vector<float> want(hidden, 0.0f);
-    for (int j : js) {
-      const int e = ids[t * k + j];
-      ops().MatMul(dx.view.Rows(t, 1), s.wg[e], g.view);
-      ops().MatMul(dx.view.Rows(t, 1), s.wu[e], u.view);
-      ops().GeluMul(g.view, u.view, g.view);
-      ops().MatMul(g.view, s.wd[e], y.view);
-      const std::vector<float> ye = testing::DownloadF32(backend(), y.view);
-      for (int64_t h = 0; h < hidden; ++h) want[h] = std::fma(w[t * k + j], ye[h], want[h]);
+TEST_P(MoeTest, DecodeExpertsAreTheirDefinitionBitForBit) {
+  // A decode step's few rows (each expert at most one pair per row, up to
+  // 16 pairs): the path where the device writes the one-row kernel's
+  // products. Hidden 2112 is 33 groups of 64 (66 of 32): more than one
+  // round of 32 groups per row.
+  std::mt19937 rng(23);
+  const int experts = 16, k = 8;
+  const int64_t hidden = 2112, width = 96;
+  for (int kind : {1, 2}) {
+    const ExpertSet s = MakeExperts(backend(), experts, hidden, width, kind, 600 + 50 * kind);
+    for (int64_t rows : {1, 2}) {
+      for (bool repeats : {false, true}) {
+        const std::vector<float> x = testing::RandomFloats(rows * hidden, 601 + kind + 7 * rows);
+        std::vector<int32_t> ids;
+        std::vector<float> w;
+        RandomRouting(rng, rows, experts, k, repeats, &ids, &w);
+        ExpectTheDefinitionBitForBit(ops(), backend(), s, x, ids, w, rows, k, hidden, width,
+                                     "kind " + std::to_string(kind) + ", " + std::to_string(rows) + " rows" +
+                                         (repeats ? ", repeated experts" : ""));
+      }
     }
-    EXPECT_TRUE(testing::BitwiseEqual(want, testing::SliceRows(got, hidden, t, 1), hidden)) << "row " << t;
   }
 }
 

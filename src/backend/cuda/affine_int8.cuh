@@ -85,6 +85,31 @@ void AffineInt8MatMul(std::span<const AffineOut> outs, int bits, const QRows& qr
 // one-row kernel (affine_int8_row.cu): bitwise AffineInt8MatMul's.
 // Launched as a programmatic dependent of the kernel before it.
 void AffineInt8RowMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream);
+// A product of the one-row kernel as the kernel reads it: rows [first,
+// end) of its launch are rows 0, 1, ... of the matrix at codes, scales,
+// biases (row_bytes per row; scale_type kSBF16/kSF16/kSF32; vec16: codes
+// and row_bytes 16-byte aligned), times quantized input row in_row of the
+// launch's QRows, into y[0 .. end - first).
+struct RowProduct {
+  const uint8_t* codes;
+  const void* scales;
+  const void* biases;
+  float* y;
+  int64_t row_bytes;
+  int32_t first, end;
+  int16_t scale_type;
+  int16_t vec16;
+  int32_t in_row;
+};  // 56 bytes: a host-described launch's shared memory as before in_row
+constexpr int kMaxRowProducts = 32;
+// The one-row kernel over n <= kMaxRowProducts products described on the
+// device (the MoE experts of a decode step, chosen there): table[0 .. n)
+// is written by a kernel earlier in the stream and read after the wait
+// for the predecessor; `units` is the products' rows in all, every matrix
+// has `bits` bits, groups of `group` and `cols` columns. Each product's
+// rows are bitwise AffineInt8MatMul's for its input row alone.
+void AffineInt8RowMatMulTable(const RowProduct* table, int n, int64_t units, int bits, int group, int64_t cols,
+                              const QRows& qr, cudaStream_t stream);
 // The same products on the int8 tensor cores (affine_int8_mma.cu), bm (8,
 // 32 or 64) input rows per block: bitwise AffineInt8MatMul's. Launched as a
 // programmatic dependent of the kernel before it. An expert-tile source

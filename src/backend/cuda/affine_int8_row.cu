@@ -21,10 +21,15 @@
 // The codes (and scales, biases) of the next D items are in flight across
 // row, round and batch boundaries. Per item the walk costs a few integer
 // operations: the product of a batch is looked up once, in a table the
-// block copies to shared memory. Launched as a programmatic dependent
-// (sm_90): the first items' codes, scales and biases are requested before
-// the wait for the kernel that quantized the input.
+// block copies to shared memory: from the launch's parameters, or from a
+// table in device memory (AffineInt8RowMatMulTable: the MoE experts a
+// decode step chose on the device, each product with its own input row).
+// Launched as a programmatic dependent (sm_90): with host-described
+// products, the first items' codes, scales and biases are requested before
+// the wait for the kernel that quantized the input; a table is read after
+// it.
 #include <algorithm>
+#include <utility>
 
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/affine_int8_core.cuh"
@@ -38,24 +43,13 @@ namespace {
 constexpr int kRowWarps = 8;  // warps per block
 constexpr int kRowBlocksPerSm = 4;
 constexpr int kBatch = 8;  // rows whose float sequences run side by side
+static_assert(sizeof(RowProduct) == 56, "a host-described launch's shared memory stays 4 x 56 bytes of products");
 
 // Items a lane keeps in flight (P * B words of codes each).
 template <int B, int P>
 constexpr int ItemsInFlight() {
   return P * B <= 16 ? 2 : 1;
 }
-
-// A product as the walk reads it (shared memory).
-struct RowProduct {
-  const uint8_t* codes;
-  const void* scales;
-  const void* biases;
-  float* y;
-  int64_t row_bytes;
-  int32_t first, end;  // its units (rows) in the launch
-  int32_t scale_type;
-  int32_t vec16;
-};
 
 // Where a warp is: batch [s, s + n) of product p (its rows s - first ...),
 // round k, row i of the batch.
@@ -64,7 +58,7 @@ struct Walk {
 
   __device__ __forceinline__ void Batch(const RowProduct* prod, int nprod, int32_t end) {
     p = 0;
-    for (int q = 1; q < nprod; ++q)
+    for (int q = 1; q < nprod; ++q)  // products in launch order: the last that starts at or before s
       if (s >= prod[q].first) p = q;
     n = min(min(kBatch, end - s), prod[p].end - s);
   }
@@ -78,15 +72,24 @@ struct Walk {
   }
 };
 
-template <int B, int P>
-__global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8RowKernel(OutSet set, QRows qr) {
+// The products come from the launch's parameters (set, host-described) or,
+// when table is set, from device memory written earlier in the stream
+// (table_n products, table_units rows, table_groups groups per row).
+template <int B, int P, bool kTable>
+__global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8RowKernel(
+    OutSet set, QRows qr, const RowProduct* __restrict__ table, int table_n, int32_t table_units, int table_groups) {
   constexpr int D = ItemsInFlight<B, P>();
   constexpr int G = 32 / P;  // groups per chunk load instruction
   constexpr unsigned kAll = 0xffffffffu;
   // [row][group], padded: lanes r read one group without conflicts.
   __shared__ float4 terms[kRowWarps][kBatch][33];
-  __shared__ RowProduct prod[kMaxAffineOuts];
-  if (threadIdx.x < kMaxAffineOuts) {
+  // Host-described launches keep the small table (their shared memory, so
+  // their blocks per SM, as before the device tables).
+  __shared__ RowProduct prod[kTable ? kMaxRowProducts : kMaxAffineOuts];
+  if constexpr (kTable) {
+    WaitForPredecessor();  // the table is this step's
+    if (threadIdx.x < table_n) prod[threadIdx.x] = table[threadIdx.x];
+  } else if (threadIdx.x < kMaxAffineOuts) {
 #pragma unroll
     for (int q = 0; q < kMaxAffineOuts; ++q) {
       if (q != static_cast<int>(threadIdx.x))
@@ -99,20 +102,21 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
                            o.w.row_bytes,
                            set.first_block[q],
                            set.first_block[q + 1],
-                           o.w.scale_type,
-                           o.w.vec16 ? 1 : 0};
+                           static_cast<int16_t>(o.w.scale_type),
+                           static_cast<int16_t>(o.w.vec16 ? 1 : 0),
+                           0};
     }
   }
   __syncthreads();
-  const int nprod = set.n;
+  const int nprod = kTable ? table_n : set.n;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t units = set.first_block[nprod];
+  const int64_t units = kTable ? table_units : set.first_block[nprod];
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kRowWarps;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * kRowWarps + warp;
   const int32_t begin = static_cast<int32_t>(gw * units / warps),
                 end = static_cast<int32_t>((gw + 1) * units / warps);
   if (begin >= end) return;
-  const int groups = static_cast<int>(set.out[0].w.groups_per_row),
+  const int groups = kTable ? table_groups : static_cast<int>(set.out[0].w.groups_per_row),
             chunks = groups * P;  // columns / 32: far below 2^31
   const int rounds = (groups + 31) / 32;
 
@@ -147,6 +151,8 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
     for (int d = 0; d < D; ++d) {
       if (at.s >= end) break;
       const int c0 = at.k * 32 * P + lane;
+      const int64_t in_row = kTable ? prod[at.p].in_row : 0;  // host-described: row 0, folded away
+      const int8_t* xq = qr.q + in_row * qr.ldq;
       int s[P];
 #pragma unroll
       for (int j = 0; j < P; ++j) {
@@ -154,7 +160,7 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
         if (c0 + 32 * j < chunks) {
           uint32_t quad[8];
           Unpack<B>(wd[d][j], quad);
-          const uint4* qp = reinterpret_cast<const uint4*>(qr.q + (c0 + 32 * j) * 32);
+          const uint4* qp = reinterpret_cast<const uint4*>(xq + (c0 + 32 * j) * 32);
           const uint4 a = __ldg(qp), b = __ldg(qp + 1);
           int v = Dp4a(quad[0], a.x, 0);
           v = Dp4a(quad[1], a.y, v), v = Dp4a(quad[2], a.z, v), v = Dp4a(quad[3], a.w, v);
@@ -175,7 +181,8 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
       const int g = at.k * 32 + lane;
       if (g < groups)
         terms[warp][at.i][lane] =
-            make_float4(__int2float_rn(isum), __fmul_rn(sc[d], qr.d[g]), bi[d], qr.xs[g]);
+            make_float4(__int2float_rn(isum), __fmul_rn(sc[d], qr.d[in_row * qr.ldg + g]), bi[d],
+                        qr.xs[in_row * qr.ldg + g]);
       load(d, ahead);  // the slot's next item flies during the sequence
       ahead.Next(rounds, prod, nprod, end);
       if (at.i == at.n - 1) {  // the round's last row: the rows' float sequences
@@ -203,31 +210,56 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
 
 int ResidentBlocks() { return SmCount() * kRowBlocksPerSm; }
 
-template <int B, int P>
-void Launch(std::span<const AffineOut> outs, const QRows& qr, cudaStream_t stream) {
-  static const bool configured = [] {  // 4 blocks' terms (34 KB each) in shared memory, the rest L1
-    G4_CUDA_CHECK(
-        cudaFuncSetAttribute(AffineInt8RowKernel<B, P>, cudaFuncAttributePreferredSharedMemoryCarveout, 60));
+template <int B, int P, bool kTable>
+void LaunchKernel(const OutSet& set, const QRows& qr, const RowProduct* table, int table_n, int64_t units, int groups,
+                  cudaStream_t stream) {
+  static const bool configured = [] {  // 4 blocks' terms (34 KB each, 36 with a device table), the rest L1
+    G4_CUDA_CHECK(cudaFuncSetAttribute(AffineInt8RowKernel<B, P, kTable>,
+                                       cudaFuncAttributePreferredSharedMemoryCarveout, kTable ? 72 : 60));
     return true;
   }();
   (void)configured;
-  const OutSet set = MakeOutSet(outs, 1, "[cuda] AffineInt8RowMatMul");
-  const int64_t blocks = (set.first_block[set.n] + kRowWarps - 1) / kRowWarps;
+  const int64_t blocks = (units + kRowWarps - 1) / kRowWarps;
   if (blocks == 0) return;
-  LaunchDependent(AffineInt8RowKernel<B, P>,
+  LaunchDependent(AffineInt8RowKernel<B, P, kTable>,
                   dim3(static_cast<unsigned>(std::min<int64_t>(blocks, ResidentBlocks()))),
-                  dim3(kRowWarps * 32), 0, stream, set, qr);
+                  dim3(kRowWarps * 32), 0, stream, set, qr, table, table_n, static_cast<int32_t>(units), groups);
 }
 
-template <int B>
-void LaunchForBits(int group, std::span<const AffineOut> outs, const QRows& qr, cudaStream_t stream) {
+template <int B, int P>
+void Launch(const OutSet& set, const QRows& qr, const RowProduct* table, int table_n, int64_t units, int groups,
+            cudaStream_t stream) {
+  if (table) return LaunchKernel<B, P, true>(set, qr, table, table_n, units, groups, stream);
+  LaunchKernel<B, P, false>(set, qr, table, table_n, units, groups, stream);
+}
+
+template <int B, typename... Args>
+void LaunchForBits(int group, Args&&... args) {
   switch (group) {
     case 32:
-      return Launch<B, 1>(outs, qr, stream);
+      return Launch<B, 1>(std::forward<Args>(args)...);
     case 64:
-      return Launch<B, 2>(outs, qr, stream);
+      return Launch<B, 2>(std::forward<Args>(args)...);
     default:
-      return Launch<B, 4>(outs, qr, stream);
+      return Launch<B, 4>(std::forward<Args>(args)...);
+  }
+}
+
+template <typename... Args>
+void LaunchFor(int bits, int group, Args&&... args) {
+  switch (bits) {
+    case 2:
+      return LaunchForBits<2>(group, std::forward<Args>(args)...);
+    case 3:
+      return LaunchForBits<3>(group, std::forward<Args>(args)...);
+    case 4:
+      return LaunchForBits<4>(group, std::forward<Args>(args)...);
+    case 5:
+      return LaunchForBits<5>(group, std::forward<Args>(args)...);
+    case 6:
+      return LaunchForBits<6>(group, std::forward<Args>(args)...);
+    default:
+      return LaunchForBits<8>(group, std::forward<Args>(args)...);
   }
 }
 
@@ -237,20 +269,17 @@ void AffineInt8RowMatMul(std::span<const AffineOut> outs, int bits, const QRows&
   G4_CHECK_MSG(!outs.empty(), "[cuda] AffineInt8RowMatMul: no products");
   const DevWeight& w0 = outs[0].w;
   if (w0.groups_per_row == 0) return;
-  switch (bits) {
-    case 2:
-      return LaunchForBits<2>(w0.group, outs, qr, stream);
-    case 3:
-      return LaunchForBits<3>(w0.group, outs, qr, stream);
-    case 4:
-      return LaunchForBits<4>(w0.group, outs, qr, stream);
-    case 5:
-      return LaunchForBits<5>(w0.group, outs, qr, stream);
-    case 6:
-      return LaunchForBits<6>(w0.group, outs, qr, stream);
-    default:
-      return LaunchForBits<8>(w0.group, outs, qr, stream);
-  }
+  const OutSet set = MakeOutSet(outs, 1, "[cuda] AffineInt8RowMatMul");
+  LaunchFor(bits, w0.group, set, qr, nullptr, 0, int64_t{set.first_block[set.n]}, static_cast<int>(w0.groups_per_row),
+            stream);
+}
+
+void AffineInt8RowMatMulTable(const RowProduct* table, int n, int64_t units, int bits, int group, int64_t cols,
+                              const QRows& qr, cudaStream_t stream) {
+  G4_CHECK_MSG(n >= 1 && n <= kMaxRowProducts && units < (int64_t{1} << 31) && cols % group == 0,
+               "[cuda] AffineInt8RowMatMulTable: 1 to kMaxRowProducts products of whole groups");
+  if (cols == 0) return;
+  LaunchFor(bits, group, OutSet{}, qr, table, n, units, static_cast<int>(cols / group), stream);
 }
 
 }  // namespace g4::cuda

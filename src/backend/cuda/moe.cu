@@ -14,6 +14,7 @@
 //  4. per row, out = fma(weight, expert output, out) from zero over its
 //     experts in ascending id (ties: ascending slot).
 // Nothing depends on which other rows are in the step.
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -25,6 +26,7 @@
 #include "backend/cuda/launch.h"
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/matmul_core.cuh"
+#include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 
 namespace g4::cuda {
@@ -94,6 +96,76 @@ __global__ __launch_bounds__(kRouteWarps * 32) void RouteKernel(const float* __r
   }
 }
 
+// The same routing with a lane's experts (e = lane + 32 i, i < NPL) in
+// registers and the taken ones in a bit mask: no local-memory arrays in the
+// top-k rounds (RouteKernel took 11.7 us per 26b-a4b layer at one row).
+// Every comparison and float operation is RouteKernel's, so the result is.
+template <int NPL>
+__global__ __launch_bounds__(kRouteWarps * 32) void RouteRegsKernel(const float* __restrict__ logits, int64_t ldl,
+                                                                    int64_t rows, int experts, int k,
+                                                                    const float* __restrict__ scale, int32_t* ids,
+                                                                    int64_t ldi, float* weights, int64_t ldw) {
+  FollowPredecessor();  // the router's logits
+  __shared__ float prob_all[kRouteWarps][NPL * 32];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
+  if (t >= rows) return;
+  float* prob = prob_all[warp];
+  const float* l = logits + t * ldl;
+  float v[NPL];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < NPL; ++i) {
+    const int e = lane + 32 * i;
+    v[i] = e < experts ? l[e] : -INFINITY;
+    if (e < experts) mx = fmaxf(mx, v[i]);
+  }
+  mx = WarpMax(mx);
+#pragma unroll
+  for (int i = 0; i < NPL; ++i) {
+    const int e = lane + 32 * i;
+    if (e < experts) prob[e] = v[i] = expf(v[i] - mx);
+  }
+  __syncwarp();
+  float sum = 0.0f;
+  if (lane == 0)
+    for (int e = 0; e < experts; ++e) sum += prob[e];
+  sum = __shfl_sync(0xffffffffu, sum, 0);
+#pragma unroll
+  for (int i = 0; i < NPL; ++i) v[i] = v[i] / sum;
+  unsigned taken = 0;
+  float top_sum = 0.0f, my_p = 0.0f;
+  int my_e = 0;
+  for (int j = 0; j < k; ++j) {
+    float best = -1.0f;
+    int best_e = experts;
+#pragma unroll
+    for (int i = 0; i < NPL; ++i) {
+      const int e = lane + 32 * i;
+      if (e < experts && !(taken >> i & 1u) && (v[i] > best || (v[i] == best && e < best_e))) {
+        best = v[i];
+        best_e = e;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o >= 1; o >>= 1) {
+      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
+      if (ob > best || (ob == best && oe < best_e)) {
+        best = ob;
+        best_e = oe;
+      }
+    }
+    if (best_e < experts && (best_e & 31) == lane) taken |= 1u << (best_e >> 5);
+    if (lane == j) my_e = best_e, my_p = best;
+    top_sum += best;  // in selection order, as the reference
+  }
+  if (lane < k) {
+    ids[t * ldi + lane] = my_e;
+    weights[t * ldw + lane] = my_p / top_sum * scale[my_e];
+  }
+}
+
 // ---------------------------------------------------------------- experts
 
 struct ExpertPtrs {
@@ -130,7 +202,6 @@ const ExpertPtrs* ExpertTable(const MoeExpertsArgs& a) {
 // Work layout in the MoE scratch (int32 unless noted), for P pairs, E experts.
 struct Plan {
   int32_t* counts;       // [E]
-  int32_t* cursor;       // [E]
   int32_t* offsets;      // [E + 1]
   int32_t* tile_offset;  // [E + 1]
   int32_t* order;        // [P] slot -> pair
@@ -141,42 +212,109 @@ struct Plan {
   int32_t* num_tiles;    // [1]
 };
 
+// The one-row kernel's view of one expert matrix (gate, up or down) for
+// the decode path: where the pairs' outputs go and how its rows are laid out.
+struct ExpertRowMatrix {
+  float* y;           // slot s's output row at y + s * ldy
+  int64_t ldy;
+  int64_t row_bytes;  // of the codes
+  int32_t rows;       // the matrix's rows (outputs per pair)
+  int32_t scale_type;
+  int32_t vec16;      // row_bytes 16-byte aligned (each expert's codes are checked too)
+};
+
+// Decode (one pair per tile): the products of AffineInt8RowMatMulTable,
+// written as the pairs are sorted. products[m * P + slot] is matrix m (0
+// gate, 1 up, 2 down) of the slot's expert; gate and up are one launch
+// (units 0 .. 2P * width), down another.
+struct ExpertRows {
+  RowProduct* products = nullptr;  // [3 * P], or null: not this path
+  const ExpertPtrs* table = nullptr;
+  int32_t experts = 0, pairs = 0;
+  ExpertRowMatrix m[3];
+};
+
+// One block: counts per expert in shared memory, then warp 0 scans them
+// (offsets and tile offsets, 32 experts per pass), then each pair takes a
+// slot of its expert. A serial scan over global counts took 12.7 us per
+// layer on 26b-a4b (128 experts).
 __global__ __launch_bounds__(1024) void SortPairsKernel(const int32_t* __restrict__ ids, int64_t ldi, int64_t rows,
-                                                        int k, int experts, int mt, Plan p) {
+                                                        int k, int experts, int mt, Plan p, ExpertRows er) {
+  FollowPredecessor();  // the routing
+  extern __shared__ int32_t sort_shared[];
+  int32_t* count = sort_shared;             // [E]: counts, then each expert's next free slot
+  int32_t* offset = sort_shared + experts;  // [E]
   const int64_t pairs = rows * k;
-  for (int e = threadIdx.x; e < experts; e += blockDim.x) p.counts[e] = 0, p.cursor[e] = 0;
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) count[e] = 0;
   __syncthreads();
   for (int64_t q = threadIdx.x; q < pairs; q += blockDim.x) {
     const int32_t e = ids[(q / k) * ldi + q % k];
     if (e < 0 || e >= experts) __trap();  // ops.h: expert ids in range
-    atomicAdd(&p.counts[e], 1);
+    atomicAdd(&count[e], 1);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
     int32_t off = 0, tiles = 0;
-    for (int e = 0; e < experts; ++e) {
-      p.offsets[e] = off;
-      p.tile_offset[e] = tiles;
-      off += p.counts[e];
-      tiles += (p.counts[e] + mt - 1) / mt;
+    for (int e0 = 0; e0 < experts; e0 += 32) {
+      const int e = e0 + lane;
+      const int32_t c = e < experts ? count[e] : 0, t = (c + mt - 1) / mt;
+      int32_t ci = c, ti = t;  // inclusive sums over the pass
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const int32_t oc = __shfl_up_sync(0xffffffffu, ci, d), ot = __shfl_up_sync(0xffffffffu, ti, d);
+        if (lane >= d) ci += oc, ti += ot;
+      }
+      if (e < experts) {
+        p.counts[e] = c;
+        p.offsets[e] = off + ci - c;
+        p.tile_offset[e] = tiles + ti - t;
+        offset[e] = off + ci - c;
+      }
+      off += __shfl_sync(0xffffffffu, ci, 31);
+      tiles += __shfl_sync(0xffffffffu, ti, 31);
     }
-    p.offsets[experts] = off;
-    p.tile_offset[experts] = tiles;
-    *p.num_tiles = tiles;
+    if (lane == 0) {
+      p.offsets[experts] = off;
+      p.tile_offset[experts] = tiles;
+      *p.num_tiles = tiles;
+    }
   }
+  __syncthreads();
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) count[e] = 0;
   __syncthreads();
   for (int64_t q = threadIdx.x; q < pairs; q += blockDim.x) {
     const int32_t e = ids[(q / k) * ldi + q % k];
-    const int32_t slot = p.offsets[e] + atomicAdd(&p.cursor[e], 1);
+    const int32_t slot = offset[e] + atomicAdd(&count[e], 1);
     p.order[slot] = static_cast<int32_t>(q);
     p.slot_of[q] = slot;
+    if (er.products) {  // one pair per tile: tile `slot` is this pair
+#pragma unroll
+      for (int m = 0; m < 3; ++m) {
+        const ExpertRowMatrix& mx = er.m[m];
+        const ExpertPtrs ptr = er.table[m * er.experts + e];
+        const int32_t first = ((m == 1 ? er.pairs : 0) + slot) * mx.rows;
+        er.products[m * er.pairs + slot] =
+            RowProduct{static_cast<const uint8_t*>(ptr.data),
+                       ptr.scales,
+                       ptr.biases,
+                       mx.y + slot * mx.ldy,
+                       mx.row_bytes,
+                       first,
+                       first + mx.rows,
+                       static_cast<int16_t>(mx.scale_type),
+                       static_cast<int16_t>(mx.vec16 && reinterpret_cast<uintptr_t>(ptr.data) % 16 == 0 ? 1 : 0),
+                       slot};
+      }
+    }
   }
+  __syncthreads();  // count[e] is the expert's count again
   for (int e = threadIdx.x; e < experts; e += blockDim.x) {
-    const int32_t n = p.counts[e];
+    const int32_t n = count[e];
     for (int32_t i = 0; i * mt < n; ++i) {
       const int32_t tile = p.tile_offset[e] + i;
       p.tile_expert[tile] = e;
-      p.tile_start[tile] = p.offsets[e] + i * mt;
+      p.tile_start[tile] = offset[e] + i * mt;
       p.tile_count[tile] = min(mt, n - i * mt);
     }
   }
@@ -294,33 +432,55 @@ __global__ void GeluMulFlatKernel(float* g, const float* u, int64_t n) {
   if (i < n) g[i] = GeluTanh(g[i]) * u[i];
 }
 
-// out[t, c] = sum over the row's experts in ascending id (ties: slot) of
-// fma(weight, y[slot], .), from zero.
+// out[t, c] = sum over the row's experts in ascending id (ties: ascending j) of
+// fma(weight, y[slot], .), from zero. Block (column tile, row t): the row's
+// order is computed once (entry j's rank = the entries before it in (id,
+// j) order) into shared memory, then each thread runs its column's chain.
+// Grid: x the rows, y the column tiles of 256.
 __global__ void CombineKernel(const int32_t* __restrict__ ids, int64_t ldi, const float* __restrict__ wts,
                               int64_t ldw, int k, const int32_t* __restrict__ slot_of, const float* __restrict__ y,
-                              int64_t hidden, int64_t rows, float* out, int64_t ldo) {
-  const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (idx >= rows * hidden) return;
-  const int64_t t = idx / hidden, c = idx % hidden;
+                              int64_t hidden, float* out, int64_t ldo) {
+  FollowPredecessor();  // the experts' outputs
+  extern __shared__ float combine_shared[];
+  float* weight = combine_shared;                                // [k], in summation order
+  int32_t* slot = reinterpret_cast<int32_t*>(combine_shared + k);  // [k]
+  const int64_t t = blockIdx.x;
   const int32_t* id = ids + t * ldi;
-  float acc = 0.0f;
-  // Selection of the next (id, j) in ascending order, k rounds.
-  int prev_id = -1, prev_j = -1;
-  for (int n = 0; n < k; ++n) {
-    int best_j = -1, best_id = 0;
-    for (int j = 0; j < k; ++j) {
-      const int e = id[j];
-      const bool after = e > prev_id || (e == prev_id && j > prev_j);
-      if (after && (best_j < 0 || e < best_id)) best_j = j, best_id = e;
-    }
-    acc = __fmaf_rn(wts[t * ldw + best_j], y[static_cast<int64_t>(slot_of[t * k + best_j]) * hidden + c], acc);
-    prev_id = best_id;
-    prev_j = best_j;
+  for (int j = threadIdx.x; j < k; j += blockDim.x) {
+    const int e = id[j];
+    int rank = 0;
+    for (int i = 0; i < k; ++i) rank += id[i] < e || (id[i] == e && i < j);
+    weight[rank] = wts[t * ldw + j];
+    slot[rank] = slot_of[t * k + j];
   }
+  __syncthreads();
+  const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (c >= hidden) return;
+  float acc = 0.0f;
+  for (int r = 0; r < k; ++r) acc = __fmaf_rn(weight[r], y[static_cast<int64_t>(slot[r]) * hidden + c], acc);
   out[t * ldo + c] = acc;
 }
 
 size_t Align(size_t n) { return (n + 255) / 256 * 256; }
+
+// The decode path (one pair per tile, every matrix affine, gate and up
+// alike): the one-row kernel over products the sort writes, gate and up in
+// one launch. G4_CUDA_MOE_ROW=0 keeps the tiled kernel (for comparison).
+bool UseExpertRows(const MoeExpertsArgs& a, int mt, int64_t P) {
+  static const bool enabled = [] {
+    const char* e = std::getenv("G4_CUDA_MOE_ROW");
+    return !(e && std::string(e) == "0");
+  }();
+  const WeightMatrix &g = a.gate[0], &u = a.up[0], &d = a.down[0];
+  return enabled && mt == 1 && 2 * P <= kMaxRowProducts && g.is_affine() && u.is_affine() && d.is_affine() &&
+         g.bits == u.bits && g.group_size == u.group_size && g.scale_dtype == u.scale_dtype && g.rows == u.rows &&
+         g.cols == u.cols;
+}
+
+ExpertRowMatrix RowMatrix(const WeightMatrix& w, float* y, int64_t ldy) {
+  const DevWeight d = MakeDevWeight(w);
+  return ExpertRowMatrix{y, ldy, d.row_bytes, static_cast<int32_t>(d.rows), d.scale_type, d.row_bytes % 16 == 0};
+}
 
 }  // namespace
 
@@ -328,6 +488,16 @@ void MoeRoute(const TensorView& logits, int top_k, const float* per_expert_scale
               const TensorView& weights, cudaStream_t stream) {
   const int experts = static_cast<int>(logits.cols);
   const int64_t blocks = (logits.rows + kRouteWarps - 1) / kRouteWarps;
+  const int64_t ldl = logits.rows > 1 ? logits.stride : logits.cols, ldi = ids.rows > 1 ? ids.stride : ids.cols,
+                ldw = weights.rows > 1 ? weights.stride : weights.cols;
+  if (experts <= 128 && top_k <= 32) {
+    const auto kernel = experts <= 32   ? RouteRegsKernel<1>
+                        : experts <= 64 ? RouteRegsKernel<2>
+                                        : RouteRegsKernel<4>;
+    LaunchDependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kRouteWarps * 32), 0, stream, logits.f32(), ldl,
+                    logits.rows, experts, top_k, per_expert_scale, ids.i32(), ldi, weights.f32(), ldw);
+    return;
+  }
   const size_t smem = static_cast<size_t>(kRouteWarps) * experts * sizeof(float);
   RouteKernel<<<static_cast<unsigned>(blocks), kRouteWarps * 32, smem, stream>>>(
       logits.f32(), logits.rows > 1 ? logits.stride : logits.cols, logits.rows, experts, top_k, per_expert_scale,
@@ -353,21 +523,22 @@ void MoeExperts(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream) 
   // or of kMoeMmaTile on the tensor cores when every matrix is affine.
   const bool all_affine = a.gate[0].is_affine() && a.up[0].is_affine() && a.down[0].is_affine();
   const int mt = P <= E ? 1 : all_affine ? kMoeMmaTile : kMoeTile;
+  const bool expert_rows = UseExpertRows(a, mt, P);
   const int64_t max_tiles = (P + mt - 1) / mt + E;
   G4_CHECK_MSG(max_tiles <= 65535, "[cuda] MoeExperts: too many expert tiles for one launch");
   const int64_t sx = PermutedStride(hidden), sh = PermutedStride(width);
-  // Scratch: the plan, then float buffers.
-  const size_t ints = Align((4 * (E + 1) + 2 * P + 3 * max_tiles + 1) * sizeof(int32_t));
+  // Scratch: the plan, the row products, then float buffers.
+  const size_t ints = Align((3 * (E + 1) + 2 * P + 3 * max_tiles + 1) * sizeof(int32_t));
+  const size_t prods = expert_rows ? Align(3 * P * sizeof(RowProduct)) : 0;
   // Permuted inputs only for dense matrices.
   const bool dense_in = !a.gate[0].is_affine() || !a.up[0].is_affine();
   const size_t fl_xp = dense_in ? Align(P * sx * 4) : 0, fl_g = Align(P * width * 4),
                fl_hp = a.down[0].is_affine() ? 0 : Align(P * sh * 4),
                fl_y = Align(P * hidden * 4);
-  char* base = static_cast<char*>(scratch.Get(Scratch::kMoe, ints + fl_xp + 2 * fl_g + fl_hp + fl_y));
+  char* base = static_cast<char*>(scratch.Get(Scratch::kMoe, ints + prods + fl_xp + 2 * fl_g + fl_hp + fl_y));
   int32_t* ip = reinterpret_cast<int32_t*>(base);
   Plan plan;
   plan.counts = ip, ip += E + 1;
-  plan.cursor = ip, ip += E + 1;
   plan.offsets = ip, ip += E + 1;
   plan.tile_offset = ip, ip += E + 1;
   plan.order = ip, ip += P;
@@ -376,33 +547,62 @@ void MoeExperts(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream) 
   plan.tile_start = ip, ip += max_tiles;
   plan.tile_count = ip, ip += max_tiles;
   plan.num_tiles = ip;
-  float* xp = reinterpret_cast<float*>(base + ints);
-  float* g = reinterpret_cast<float*>(base + ints + fl_xp);
-  float* u = reinterpret_cast<float*>(base + ints + fl_xp + fl_g);
-  float* hp = reinterpret_cast<float*>(base + ints + fl_xp + 2 * fl_g);
-  float* y = reinterpret_cast<float*>(base + ints + fl_xp + 2 * fl_g + fl_hp);
+  char* fl = base + ints + prods;
+  float* xp = reinterpret_cast<float*>(fl);
+  float* g = reinterpret_cast<float*>(fl + fl_xp);
+  float* u = reinterpret_cast<float*>(fl + fl_xp + fl_g);
+  float* hp = reinterpret_cast<float*>(fl + fl_xp + 2 * fl_g);
+  float* y = reinterpret_cast<float*>(fl + fl_xp + 2 * fl_g + fl_hp);
 
-  const int64_t ldi = rows > 1 ? a.ids.stride : a.ids.cols;
-  SortPairsKernel<<<1, 1024, 0, stream>>>(a.ids.i32(), ldi, rows, k, E, mt, plan);
-  G4_CUDA_LAUNCHED();
   const ExpertPtrs* table = ExpertTable(a);
+  ExpertRows er;
+  if (expert_rows) {
+    er.products = reinterpret_cast<RowProduct*>(base + ints);
+    er.table = table;
+    er.experts = E;
+    er.pairs = static_cast<int32_t>(P);
+    er.m[0] = RowMatrix(a.gate[0], g, width);
+    er.m[1] = RowMatrix(a.up[0], u, width);
+    er.m[2] = RowMatrix(a.down[0], y, hidden);
+  }
+  const int64_t ldi = rows > 1 ? a.ids.stride : a.ids.cols;
+  LaunchDependent(SortPairsKernel, dim3(1), dim3(1024), 2 * E * sizeof(int32_t), stream, a.ids.i32(), ldi, rows, k, E,
+                  mt, plan, er);
   const int tiles = static_cast<int>(max_tiles);
   const float* x = a.x.f32();
   const int64_t ldx = rows > 1 ? a.x.stride : a.x.cols;
   const ExpertInputs in_gate = PrepareInputs(a.gate[0], nullptr, x, ldx, plan.order, k, P, xp, scratch, stream);
-  ExpertMatMul(a.gate[0], in_gate, table, E, plan, mt, tiles, g, width, stream);
-  const ExpertInputs in_up = PrepareInputs(a.up[0], &in_gate, x, ldx, plan.order, k, P, xp, scratch, stream);
-  ExpertMatMul(a.up[0], in_up, table + E, E, plan, mt, tiles, u, width, stream);
-  const int64_t n = P * width;
-  GeluMulFlatKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(g, u, n);
-  G4_CUDA_LAUNCHED();
-  const ExpertInputs in_down = PrepareInputs(a.down[0], nullptr, g, width, nullptr, 1, P, hp, scratch, stream);
-  ExpertMatMul(a.down[0], in_down, table + 2 * E, E, plan, mt, tiles, y, hidden, stream);
-  const int64_t total = rows * hidden;
-  CombineKernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
-      a.ids.i32(), ldi, a.weights.f32(), rows > 1 ? a.weights.stride : a.weights.cols, k, plan.slot_of, y, hidden,
-      rows, a.out.f32(), rows > 1 ? a.out.stride : a.out.cols);
-  G4_CUDA_LAUNCHED();
+  if (expert_rows) {
+    AffineInt8RowMatMulTable(er.products, static_cast<int>(2 * P), 2 * P * width, a.gate[0].bits,
+                             a.gate[0].group_size, hidden, in_gate.qr, stream);
+  } else {
+    ExpertMatMul(a.gate[0], in_gate, table, E, plan, mt, tiles, g, width, stream);
+    const ExpertInputs in_up = PrepareInputs(a.up[0], &in_gate, x, ldx, plan.order, k, P, xp, scratch, stream);
+    ExpertMatMul(a.up[0], in_up, table + E, E, plan, mt, tiles, u, width, stream);
+  }
+  ExpertInputs in_down;
+  if (a.down[0].is_affine()) {  // gelu(g) * u quantized as it is read: GeluMulFlat's bits, one launch fewer
+    in_down.affine = true;
+    in_down.bits = a.down[0].bits;
+    in_down.group = a.down[0].group_size;
+    in_down.qr = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(P, width, in_down.group)), P, width, in_down.group);
+    QuantizeRows(g, width, u, width, nullptr, 1, P, width, in_down.group, in_down.bits, in_down.qr, stream);
+  } else {
+    const int64_t n = P * width;
+    GeluMulFlatKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(g, u, n);
+    G4_CUDA_LAUNCHED();
+    in_down = PrepareInputs(a.down[0], nullptr, g, width, nullptr, 1, P, hp, scratch, stream);
+  }
+  if (expert_rows) {
+    AffineInt8RowMatMulTable(er.products + 2 * P, static_cast<int>(P), P * hidden, a.down[0].bits,
+                             a.down[0].group_size, width, in_down.qr, stream);
+  } else {
+    ExpertMatMul(a.down[0], in_down, table + 2 * E, E, plan, mt, tiles, y, hidden, stream);
+  }
+  LaunchDependent(CombineKernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>((hidden + 255) / 256)),
+                  dim3(256), 2 * k * sizeof(float), stream, a.ids.i32(), ldi, a.weights.f32(),
+                  rows > 1 ? a.weights.stride : a.weights.cols, k, plan.slot_of, y, hidden, a.out.f32(),
+                  rows > 1 ? a.out.stride : a.out.cols);
 }
 
 }  // namespace g4::cuda
