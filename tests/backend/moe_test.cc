@@ -294,6 +294,30 @@ TEST_P(MoeTest, ExpertsRowsAloneEqualRowsInABatch) {
   }
 }
 
+TEST_P(MoeTest, ExpertsRowsAloneEqualRowsInALongChunk) {
+  // 1100 rows: a backend may take a long chunk in passes of rows (CUDA: 1024
+  // per pass, to bound its scratch); rows on either side of a pass's edge
+  // must still be their bits alone.
+  std::mt19937 rng(31);
+  const int experts = 8, k = 2;
+  const int64_t hidden = 64, width = 32, rows = 1100;
+  for (int kind : {0, 1}) {
+    const ExpertSet s = MakeExperts(backend(), experts, hidden, width, kind, 900 + kind);
+    const std::vector<float> x = testing::RandomFloats(rows * hidden, 901 + kind);
+    std::vector<int32_t> ids;
+    std::vector<float> w;
+    RandomRouting(rng, rows, experts, k, false, &ids, &w);
+    const std::vector<float> batch = RunExperts(backend(), s, x, ids, w, rows, k, hidden, width, 0, 0);
+    for (int64_t t : {0, 1023, 1024, 1099}) {
+      const std::vector<float> one =
+          RunExperts(backend(), s, testing::SliceRows(x, hidden, t, 1), testing::SliceRows(ids, k, t, 1),
+                     testing::SliceRows(w, k, t, 1), 1, k, hidden, width, 0, 0);
+      EXPECT_TRUE(testing::BitwiseEqual(testing::SliceRows(batch, hidden, t, 1), one, hidden))
+          << "kind " << kind << " row " << t;
+    }
+  }
+}
+
 // ops.h defines the result exactly: per row, each routed expert's
 // down(gelu(gate x) * up x) (the backend's own row-invariant MatMul and
 // GeluMul, here one row at a time), summed into zero in ascending expert

@@ -14,6 +14,7 @@
 //  4. per row, out = fma(weight, expert output, out) from zero over its
 //     experts in ascending id (ties: ascending slot).
 // Nothing depends on which other rows are in the step.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -505,7 +506,32 @@ void MoeRoute(const TensorView& logits, int top_k, const float* per_expert_scale
   G4_CUDA_LAUNCHED();
 }
 
+// Rows per pass: the scratch (the pairs' gathered, quantized inputs and their
+// gate, up and down outputs, about 8 * (2 Ie + H) floats per row at top-8)
+// stays bounded whatever the chunk; a 32768-token chunk of 26b-a4b needed
+// about 5 GB at once and ran out beside a full KV pool. Rows are computed
+// on their own, so the passes give the bits one pass would.
+namespace {
+constexpr int64_t kMoeRowsPerPass = 1024;
+void MoeExpertsPass(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream);
+}  // namespace
+
 void MoeExperts(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream) {
+  if (a.x.rows <= kMoeRowsPerPass) return MoeExpertsPass(a, scratch, stream);
+  for (int64_t r = 0; r < a.x.rows; r += kMoeRowsPerPass) {
+    const int64_t n = std::min(kMoeRowsPerPass, a.x.rows - r);
+    MoeExpertsArgs part = a;
+    part.x = a.x.Rows(r, n);
+    part.ids = a.ids.Rows(r, n);
+    part.weights = a.weights.Rows(r, n);
+    part.out = a.out.Rows(r, n);
+    MoeExpertsPass(part, scratch, stream);
+  }
+}
+
+namespace {
+
+void MoeExpertsPass(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream) {
   const int64_t rows = a.x.rows, hidden = a.x.cols, width = a.gate[0].rows;
   const int k = static_cast<int>(a.ids.cols), E = static_cast<int>(a.gate.size());
   const int64_t P = rows * k;
@@ -604,5 +630,7 @@ void MoeExperts(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream) 
                   rows > 1 ? a.weights.stride : a.weights.cols, k, plan.slot_of, y, hidden, a.out.f32(),
                   rows > 1 ? a.out.stride : a.out.cols);
 }
+
+}  // namespace
 
 }  // namespace g4::cuda
