@@ -42,7 +42,25 @@ void CheckWeight(const WeightMatrix& w) {
   if (w.rows > 0 && w.cols > 0) G4_CHECK(w.is_affine() ? (w.codes && w.scales && w.biases) : w.data != nullptr);
 }
 
-// Device scratch per slot, grown on demand (never during a capture).
+// Device scratch per slot, grown on demand (never during a capture). The
+// KV pool's default margin covers it (engine.cc); when it does not, the
+// failed growth stops the process with what ran out and what to change.
+constexpr const char* kSlotNames[Scratch::kNumSlots] = {"MoE experts", "attention", "KV recode", "quantized inputs",
+                                                        "sampling"};
+
+[[noreturn]] void OutOfMemory(Scratch::Slot slot, size_t want) {
+  size_t free = 0, total = 0;
+  (void)cudaGetLastError();  // the failed allocation, reported here
+  (void)cudaMemGetInfo(&free, &total);
+  std::fprintf(stderr,
+               "g4: [cuda] out of device memory: the step's scratch (%s) needs %zu MiB and %zu MiB are free beside "
+               "the KV pool; give the pool less (--gpu-memory or --kv-memory) or take smaller prefill chunks "
+               "(--chunk)\n",
+               kSlotNames[slot], want >> 20, free >> 20);
+  std::fflush(stderr);
+  std::_Exit(EXIT_FAILURE);  // no destructors: other threads may still hold the device
+}
+
 class ScratchBuffers final : public Scratch {
  public:
   ScratchBuffers(cudaStream_t stream, std::function<void()> moved) : stream_(stream), moved_(std::move(moved)) {}
@@ -60,7 +78,7 @@ class ScratchBuffers final : public Scratch {
         G4_CUDA_CHECK(cudaFree(b.data));
         b.data = nullptr;
       }
-      G4_CUDA_CHECK(cudaMalloc(&b.data, want));
+      if (cudaMalloc(&b.data, want) != cudaSuccess) OutOfMemory(slot, want);
       b.bytes = want;
     }
     return b.data;
