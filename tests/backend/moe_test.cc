@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <numeric>
 #include <random>
 #include <string>
@@ -259,6 +260,21 @@ TEST_P(MoeTest, ExpertsMatchNaiveReference) {
   }
 }
 
+// Rows `ts` of a batch, each run alone (its input padded by x_pad, its
+// output by out_pad), give their rows of `batch` bit for bit.
+void ExpectRowsAloneEqualTheBatch(Backend& backend, const ExpertSet& s, const std::vector<float>& x,
+                                  const std::vector<int32_t>& ids, const std::vector<float>& w, int k,
+                                  int64_t hidden, int64_t width, const std::vector<float>& batch,
+                                  std::initializer_list<int64_t> ts, int64_t x_pad, int64_t out_pad, int kind) {
+  for (int64_t t : ts) {
+    const std::vector<float> one =
+        RunExperts(backend, s, testing::SliceRows(x, hidden, t, 1), testing::SliceRows(ids, k, t, 1),
+                   testing::SliceRows(w, k, t, 1), 1, k, hidden, width, x_pad, out_pad);
+    EXPECT_TRUE(testing::BitwiseEqual(testing::SliceRows(batch, hidden, t, 1), one, hidden))
+        << "kind " << kind << " row " << t;
+  }
+}
+
 TEST_P(MoeTest, ExpertsRowsAloneEqualRowsInABatch) {
   // Alone, a row's experts each see one row (the matrix-vector path); in the
   // batch they see many (the GEMM path): the bits must not change.
@@ -272,13 +288,7 @@ TEST_P(MoeTest, ExpertsRowsAloneEqualRowsInABatch) {
     std::vector<float> w;
     RandomRouting(rng, rows, experts, k, false, &ids, &w);
     const std::vector<float> batch = RunExperts(backend(), s, x, ids, w, rows, k, hidden, width, 0, 0);
-    for (int64_t t : {0, 13, 39}) {
-      const std::vector<float> one =
-          RunExperts(backend(), s, testing::SliceRows(x, hidden, t, 1), testing::SliceRows(ids, k, t, 1),
-                     testing::SliceRows(w, k, t, 1), 1, k, hidden, width, 5, 3);
-      EXPECT_TRUE(testing::BitwiseEqual(testing::SliceRows(batch, hidden, t, 1), one, hidden))
-          << "kind " << kind << " row " << t;
-    }
+    ExpectRowsAloneEqualTheBatch(backend(), s, x, ids, w, k, hidden, width, batch, {0, 13, 39}, 5, 3, kind);
     // The same row amid different neighbours (a smaller batch, other order).
     const int64_t t = 13;
     std::vector<float> x2 = testing::SliceRows(x, hidden, 20, 10);
@@ -308,13 +318,7 @@ TEST_P(MoeTest, ExpertsRowsAloneEqualRowsInALongChunk) {
     std::vector<float> w;
     RandomRouting(rng, rows, experts, k, false, &ids, &w);
     const std::vector<float> batch = RunExperts(backend(), s, x, ids, w, rows, k, hidden, width, 0, 0);
-    for (int64_t t : {0, 1023, 1024, 1099}) {
-      const std::vector<float> one =
-          RunExperts(backend(), s, testing::SliceRows(x, hidden, t, 1), testing::SliceRows(ids, k, t, 1),
-                     testing::SliceRows(w, k, t, 1), 1, k, hidden, width, 0, 0);
-      EXPECT_TRUE(testing::BitwiseEqual(testing::SliceRows(batch, hidden, t, 1), one, hidden))
-          << "kind " << kind << " row " << t;
-    }
+    ExpectRowsAloneEqualTheBatch(backend(), s, x, ids, w, k, hidden, width, batch, {0, 1023, 1024, 1099}, 0, 0, kind);
   }
 }
 

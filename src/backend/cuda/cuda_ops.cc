@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <span>
@@ -45,8 +46,8 @@ void CheckWeight(const WeightMatrix& w) {
 // Device scratch per slot, grown on demand (never during a capture). The
 // KV pool's default margin covers it (engine.cc); when it does not, the
 // failed growth stops the process with what ran out and what to change.
-constexpr const char* kSlotNames[Scratch::kNumSlots] = {"MoE experts", "attention", "KV recode", "quantized inputs",
-                                                        "sampling"};
+constexpr const char* kSlotNames[] = {"MoE experts", "attention", "KV recode", "quantized inputs", "sampling"};
+static_assert(std::size(kSlotNames) == Scratch::kNumSlots, "a name per Scratch::Slot, in its order");
 
 [[noreturn]] void OutOfMemory(Scratch::Slot slot, size_t want) {
   size_t free = 0, total = 0;

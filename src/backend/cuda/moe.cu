@@ -37,6 +37,19 @@ namespace {
 
 constexpr int kRouteWarps = 4;
 
+// The warp's best (probability desc, expert asc) candidate, in every lane:
+// both routing kernels' loop. A macro: as a function over references it
+// changed both kernels' PTX, and this keeps the code measured on the GPU.
+#define G4_WARP_ARG_MAX(best, best_e)                                 \
+  _Pragma("unroll") for (int o = 16; o >= 1; o >>= 1) {                \
+    const float ob = __shfl_xor_sync(0xffffffffu, best, o);            \
+    const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);            \
+    if (ob > best || (ob == best && oe < best_e)) {                    \
+      best = ob;                                                       \
+      best_e = oe;                                                     \
+    }                                                                  \
+  }
+
 __global__ __launch_bounds__(kRouteWarps * 32) void RouteKernel(const float* __restrict__ logits, int64_t ldl,
                                                                  int64_t rows, int experts, int k,
                                                                  const float* __restrict__ scale, int32_t* ids,
@@ -76,15 +89,7 @@ __global__ __launch_bounds__(kRouteWarps * 32) void RouteKernel(const float* __r
         best_e = e;
       }
     }
-#pragma unroll
-    for (int o = 16; o >= 1; o >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
-      if (ob > best || (ob == best && oe < best_e)) {
-        best = ob;
-        best_e = oe;
-      }
-    }
+    G4_WARP_ARG_MAX(best, best_e)
     chosen[j] = best_e;
     chosen_p[j] = best;
     top_sum += best;  // in selection order, as the reference
@@ -148,15 +153,7 @@ __global__ __launch_bounds__(kRouteWarps * 32) void RouteRegsKernel(const float*
         best_e = e;
       }
     }
-#pragma unroll
-    for (int o = 16; o >= 1; o >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
-      if (ob > best || (ob == best && oe < best_e)) {
-        best = ob;
-        best_e = oe;
-      }
-    }
+    G4_WARP_ARG_MAX(best, best_e)
     if (best_e < experts && (best_e & 31) == lane) taken |= 1u << (best_e >> 5);
     if (lane == j) my_e = best_e, my_p = best;
     top_sum += best;  // in selection order, as the reference
@@ -379,10 +376,11 @@ struct ExpertInputs {
 
 // The inputs x[src_rows[slot] / per_entry] (x[slot] without src_rows) as
 // matrix w0 needs them; `prev`, when it already holds them in that form,
-// is returned as is.
+// is returned as is. With u (affine w0 only), the inputs are gelu(x) * u
+// quantized as they are read (GeluMul's bits).
 ExpertInputs PrepareInputs(const WeightMatrix& w0, const ExpertInputs* prev, const float* x, int64_t ldx,
-                           const int32_t* src_rows, int per_entry, int64_t P, float* perm, Scratch& scratch,
-                           cudaStream_t stream) {
+                           const float* u, const int32_t* src_rows, int per_entry, int64_t P, float* perm,
+                           Scratch& scratch, cudaStream_t stream) {
   const int64_t K = w0.cols;
   if (prev && prev->affine == w0.is_affine() &&
       (!w0.is_affine() || (prev->bits == w0.bits && prev->group == w0.group_size)))
@@ -393,8 +391,9 @@ ExpertInputs PrepareInputs(const WeightMatrix& w0, const ExpertInputs* prev, con
     in.bits = w0.bits;
     in.group = w0.group_size;
     in.qr = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(P, K, in.group)), P, K, in.group);
-    QuantizeRows(x, ldx, nullptr, 0, src_rows, per_entry, P, K, in.group, in.bits, in.qr, stream);
+    QuantizeRows(x, ldx, u, ldx, src_rows, per_entry, P, K, in.group, in.bits, in.qr, stream);
   } else {
+    G4_CHECK_MSG(u == nullptr, "[cuda] MoeExperts: gated inputs of a dense matrix");
     in.perm = perm;
     PermuteRows(x, ldx, src_rows, per_entry, P, K, perm, stream);
   }
@@ -483,53 +482,12 @@ ExpertRowMatrix RowMatrix(const WeightMatrix& w, float* y, int64_t ldy) {
   return ExpertRowMatrix{y, ldy, d.row_bytes, static_cast<int32_t>(d.rows), d.scale_type, d.row_bytes % 16 == 0};
 }
 
-}  // namespace
-
-void MoeRoute(const TensorView& logits, int top_k, const float* per_expert_scale, const TensorView& ids,
-              const TensorView& weights, cudaStream_t stream) {
-  const int experts = static_cast<int>(logits.cols);
-  const int64_t blocks = (logits.rows + kRouteWarps - 1) / kRouteWarps;
-  const int64_t ldl = logits.rows > 1 ? logits.stride : logits.cols, ldi = ids.rows > 1 ? ids.stride : ids.cols,
-                ldw = weights.rows > 1 ? weights.stride : weights.cols;
-  if (experts <= 128 && top_k <= 32) {
-    const auto kernel = experts <= 32   ? RouteRegsKernel<1>
-                        : experts <= 64 ? RouteRegsKernel<2>
-                                        : RouteRegsKernel<4>;
-    LaunchDependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kRouteWarps * 32), 0, stream, logits.f32(), ldl,
-                    logits.rows, experts, top_k, per_expert_scale, ids.i32(), ldi, weights.f32(), ldw);
-    return;
-  }
-  const size_t smem = static_cast<size_t>(kRouteWarps) * experts * sizeof(float);
-  RouteKernel<<<static_cast<unsigned>(blocks), kRouteWarps * 32, smem, stream>>>(
-      logits.f32(), logits.rows > 1 ? logits.stride : logits.cols, logits.rows, experts, top_k, per_expert_scale,
-      ids.i32(), ids.rows > 1 ? ids.stride : ids.cols, weights.f32(), weights.rows > 1 ? weights.stride : weights.cols);
-  G4_CUDA_LAUNCHED();
-}
-
 // Rows per pass: the scratch (the pairs' gathered, quantized inputs and their
 // gate, up and down outputs, about 8 * (2 Ie + H) floats per row at top-8)
 // stays bounded whatever the chunk; a 32768-token chunk of 26b-a4b needed
 // about 5 GB at once and ran out beside a full KV pool. Rows are computed
 // on their own, so the passes give the bits one pass would.
-namespace {
 constexpr int64_t kMoeRowsPerPass = 1024;
-void MoeExpertsPass(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream);
-}  // namespace
-
-void MoeExperts(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream) {
-  if (a.x.rows <= kMoeRowsPerPass) return MoeExpertsPass(a, scratch, stream);
-  for (int64_t r = 0; r < a.x.rows; r += kMoeRowsPerPass) {
-    const int64_t n = std::min(kMoeRowsPerPass, a.x.rows - r);
-    MoeExpertsArgs part = a;
-    part.x = a.x.Rows(r, n);
-    part.ids = a.ids.Rows(r, n);
-    part.weights = a.weights.Rows(r, n);
-    part.out = a.out.Rows(r, n);
-    MoeExpertsPass(part, scratch, stream);
-  }
-}
-
-namespace {
 
 void MoeExpertsPass(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream) {
   const int64_t rows = a.x.rows, hidden = a.x.cols, width = a.gate[0].rows;
@@ -597,28 +555,25 @@ void MoeExpertsPass(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stre
   const int tiles = static_cast<int>(max_tiles);
   const float* x = a.x.f32();
   const int64_t ldx = rows > 1 ? a.x.stride : a.x.cols;
-  const ExpertInputs in_gate = PrepareInputs(a.gate[0], nullptr, x, ldx, plan.order, k, P, xp, scratch, stream);
+  const ExpertInputs in_gate = PrepareInputs(a.gate[0], nullptr, x, ldx, nullptr, plan.order, k, P, xp, scratch, stream);
   if (expert_rows) {
     AffineInt8RowMatMulTable(er.products, static_cast<int>(2 * P), 2 * P * width, a.gate[0].bits,
                              a.gate[0].group_size, hidden, in_gate.qr, stream);
   } else {
     ExpertMatMul(a.gate[0], in_gate, table, E, plan, mt, tiles, g, width, stream);
-    const ExpertInputs in_up = PrepareInputs(a.up[0], &in_gate, x, ldx, plan.order, k, P, xp, scratch, stream);
+    const ExpertInputs in_up = PrepareInputs(a.up[0], &in_gate, x, ldx, nullptr, plan.order, k, P, xp, scratch, stream);
     ExpertMatMul(a.up[0], in_up, table + E, E, plan, mt, tiles, u, width, stream);
   }
-  ExpertInputs in_down;
-  if (a.down[0].is_affine()) {  // gelu(g) * u quantized as it is read: GeluMulFlat's bits, one launch fewer
-    in_down.affine = true;
-    in_down.bits = a.down[0].bits;
-    in_down.group = a.down[0].group_size;
-    in_down.qr = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(P, width, in_down.group)), P, width, in_down.group);
-    QuantizeRows(g, width, u, width, nullptr, 1, P, width, in_down.group, in_down.bits, in_down.qr, stream);
-  } else {
+  // gelu(g) * u: quantized as it is read for an affine down (one launch
+  // fewer), else computed into g first.
+  const bool gelu_in_place = !a.down[0].is_affine();
+  if (gelu_in_place) {
     const int64_t n = P * width;
     GeluMulFlatKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(g, u, n);
     G4_CUDA_LAUNCHED();
-    in_down = PrepareInputs(a.down[0], nullptr, g, width, nullptr, 1, P, hp, scratch, stream);
   }
+  const ExpertInputs in_down =
+      PrepareInputs(a.down[0], nullptr, g, width, gelu_in_place ? nullptr : u, nullptr, 1, P, hp, scratch, stream);
   if (expert_rows) {
     AffineInt8RowMatMulTable(er.products + 2 * P, static_cast<int>(P), P * hidden, a.down[0].bits,
                              a.down[0].group_size, width, in_down.qr, stream);
@@ -632,5 +587,38 @@ void MoeExpertsPass(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stre
 }
 
 }  // namespace
+
+void MoeRoute(const TensorView& logits, int top_k, const float* per_expert_scale, const TensorView& ids,
+              const TensorView& weights, cudaStream_t stream) {
+  const int experts = static_cast<int>(logits.cols);
+  const int64_t blocks = (logits.rows + kRouteWarps - 1) / kRouteWarps;
+  const int64_t ldl = logits.rows > 1 ? logits.stride : logits.cols, ldi = ids.rows > 1 ? ids.stride : ids.cols,
+                ldw = weights.rows > 1 ? weights.stride : weights.cols;
+  if (experts <= 128 && top_k <= 32) {
+    const auto kernel = experts <= 32   ? RouteRegsKernel<1>
+                        : experts <= 64 ? RouteRegsKernel<2>
+                                        : RouteRegsKernel<4>;
+    LaunchDependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kRouteWarps * 32), 0, stream, logits.f32(), ldl,
+                    logits.rows, experts, top_k, per_expert_scale, ids.i32(), ldi, weights.f32(), ldw);
+    return;
+  }
+  const size_t smem = static_cast<size_t>(kRouteWarps) * experts * sizeof(float);
+  RouteKernel<<<static_cast<unsigned>(blocks), kRouteWarps * 32, smem, stream>>>(
+      logits.f32(), ldl, logits.rows, experts, top_k, per_expert_scale, ids.i32(), ldi, weights.f32(), ldw);
+  G4_CUDA_LAUNCHED();
+}
+
+void MoeExperts(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream) {
+  if (a.x.rows <= kMoeRowsPerPass) return MoeExpertsPass(a, scratch, stream);
+  for (int64_t r = 0; r < a.x.rows; r += kMoeRowsPerPass) {
+    const int64_t n = std::min(kMoeRowsPerPass, a.x.rows - r);
+    MoeExpertsArgs part = a;
+    part.x = a.x.Rows(r, n);
+    part.ids = a.ids.Rows(r, n);
+    part.weights = a.weights.Rows(r, n);
+    part.out = a.out.Rows(r, n);
+    MoeExpertsPass(part, scratch, stream);
+  }
+}
 
 }  // namespace g4::cuda
