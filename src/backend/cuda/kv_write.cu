@@ -141,12 +141,13 @@ __global__ __launch_bounds__(kThreads) void KvWriteKernel(
     DevRows rows, DevStore s0, DevStore s1, const int32_t* __restrict__ table, int64_t table_stride,
     const uint8_t* __restrict__ seq_store, int block_size, const float* __restrict__ k, int64_t ldk,
     const float* __restrict__ v, int64_t ldv, int width) {
-  FollowPredecessor();  // launched as a dependent (pdl.cuh)
+  // Where the record goes comes from the step's uploaded arrays only, so
+  // the chain of lookups runs before the wait, beside the predecessor.
   extern __shared__ float kv_rows[];
   const int64_t r = blockIdx.x;
   const int32_t seq = rows.row_seq[r];
-  if (seq < 0 || seq >= rows.num_seqs) __trap();
   const int32_t pos = rows.positions[r];
+  if (seq < 0 || seq >= rows.num_seqs) __trap();
   if (pos < 0 || pos >= rows.kv_len[seq]) __trap();
   const int st = seq_store ? seq_store[seq] : 0;
   const DevStore& s = st == 0 ? s0 : s1;
@@ -155,6 +156,7 @@ __global__ __launch_bounds__(kThreads) void KvWriteKernel(
   if (entry >= table_stride) __trap();
   const int32_t block = table[seq * table_stride + entry];
   if (block < 0 || block >= s.num_blocks) __trap();
+  FollowPredecessor();  // k and v are this step's (pdl.cuh)
   float* kr = kv_rows;
   float* vr = kv_rows + width;
   for (int e = threadIdx.x; e < width; e += blockDim.x) {

@@ -215,11 +215,11 @@ auto SplitLauncher(bool narrow) {
 
 // One block per (row, query head): merge the row's splits in order.
 __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
-  FollowPredecessor();  // launched as a dependent (pdl.cuh)
   extern __shared__ float o[];  // [d]
   const int64_t r_local = blockIdx.y, r = a.row0 + r_local;
   const int h = blockIdx.x, G = a.group, d = a.d, kh = h / G, g = h % G;
-  const RowInfo ri = ReadRow(a, r);
+  const RowInfo ri = ReadRow(a, r);  // the step's uploaded arrays: before the wait
+  FollowPredecessor();               // the split states are this step's (pdl.cuh)
   const int splits = static_cast<int>(ri.pos / kSplitKeys - ri.lo / kSplitKeys + 1);
   const int64_t state = StateFloats(a);
   const float* base = a.partial + (r_local * a.kv_heads + kh) * a.splits_max * state;
