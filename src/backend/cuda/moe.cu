@@ -198,10 +198,8 @@ const ExpertPtrs* ExpertTable(const MoeExpertsArgs& a) {
 }
 
 // Work layout in the MoE scratch (int32 unless noted), for P pairs, E experts.
+// (Counts and offsets per expert live in the sort's shared memory only.)
 struct Plan {
-  int32_t* counts;       // [E]
-  int32_t* offsets;      // [E + 1]
-  int32_t* tile_offset;  // [E + 1]
   int32_t* order;        // [P] slot -> pair
   int32_t* slot_of;      // [P] pair -> slot
   int32_t* tile_expert;  // [max tiles]
@@ -240,8 +238,9 @@ __global__ __launch_bounds__(1024) void SortPairsKernel(const int32_t* __restric
                                                         int k, int experts, int mt, Plan p, ExpertRows er) {
   FollowPredecessor();  // the routing
   extern __shared__ int32_t sort_shared[];
-  int32_t* count = sort_shared;             // [E]: counts, then each expert's next free slot
-  int32_t* offset = sort_shared + experts;  // [E]
+  int32_t* count = sort_shared;                      // [E]: counts, then each expert's next free slot
+  int32_t* offset = sort_shared + experts;           // [E]: the expert's first slot
+  int32_t* tile_offset = sort_shared + 2 * experts;  // [E]: the expert's first tile
   const int64_t pairs = rows * k;
   for (int e = threadIdx.x; e < experts; e += blockDim.x) count[e] = 0;
   __syncthreads();
@@ -263,20 +262,11 @@ __global__ __launch_bounds__(1024) void SortPairsKernel(const int32_t* __restric
         const int32_t oc = __shfl_up_sync(0xffffffffu, ci, d), ot = __shfl_up_sync(0xffffffffu, ti, d);
         if (lane >= d) ci += oc, ti += ot;
       }
-      if (e < experts) {
-        p.counts[e] = c;
-        p.offsets[e] = off + ci - c;
-        p.tile_offset[e] = tiles + ti - t;
-        offset[e] = off + ci - c;
-      }
+      if (e < experts) offset[e] = off + ci - c, tile_offset[e] = tiles + ti - t;
       off += __shfl_sync(0xffffffffu, ci, 31);
       tiles += __shfl_sync(0xffffffffu, ti, 31);
     }
-    if (lane == 0) {
-      p.offsets[experts] = off;
-      p.tile_offset[experts] = tiles;
-      *p.num_tiles = tiles;
-    }
+    if (lane == 0) *p.num_tiles = tiles;
   }
   __syncthreads();
   for (int e = threadIdx.x; e < experts; e += blockDim.x) count[e] = 0;
@@ -310,7 +300,7 @@ __global__ __launch_bounds__(1024) void SortPairsKernel(const int32_t* __restric
   for (int e = threadIdx.x; e < experts; e += blockDim.x) {
     const int32_t n = count[e];
     for (int32_t i = 0; i * mt < n; ++i) {
-      const int32_t tile = p.tile_offset[e] + i;
+      const int32_t tile = tile_offset[e] + i;
       p.tile_expert[tile] = e;
       p.tile_start[tile] = offset[e] + i * mt;
       p.tile_count[tile] = min(mt, n - i * mt);
@@ -512,7 +502,7 @@ void MoeExpertsPass(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stre
   G4_CHECK_MSG(max_tiles <= 65535, "[cuda] MoeExperts: too many expert tiles for one launch");
   const int64_t sx = PermutedStride(hidden), sh = PermutedStride(width);
   // Scratch: the plan, the row products, then float buffers.
-  const size_t ints = Align((3 * (E + 1) + 2 * P + 3 * max_tiles + 1) * sizeof(int32_t));
+  const size_t ints = Align((2 * P + 3 * max_tiles + 1) * sizeof(int32_t));
   const size_t prods = expert_rows ? Align(3 * P * sizeof(RowProduct)) : 0;
   // Permuted inputs only for dense matrices.
   const bool dense_in = !a.gate[0].is_affine() || !a.up[0].is_affine();
@@ -522,9 +512,6 @@ void MoeExpertsPass(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stre
   char* base = static_cast<char*>(scratch.Get(Scratch::kMoe, ints + prods + fl_xp + 2 * fl_g + fl_hp + fl_y));
   int32_t* ip = reinterpret_cast<int32_t*>(base);
   Plan plan;
-  plan.counts = ip, ip += E + 1;
-  plan.offsets = ip, ip += E + 1;
-  plan.tile_offset = ip, ip += E + 1;
   plan.order = ip, ip += P;
   plan.slot_of = ip, ip += P;
   plan.tile_expert = ip, ip += max_tiles;
@@ -550,7 +537,7 @@ void MoeExpertsPass(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stre
     er.m[2] = RowMatrix(a.down[0], y, hidden);
   }
   const int64_t ldi = rows > 1 ? a.ids.stride : a.ids.cols;
-  LaunchDependent(SortPairsKernel, dim3(1), dim3(1024), 2 * E * sizeof(int32_t), stream, a.ids.i32(), ldi, rows, k, E,
+  LaunchDependent(SortPairsKernel, dim3(1), dim3(1024), 3 * E * sizeof(int32_t), stream, a.ids.i32(), ldi, rows, k, E,
                   mt, plan, er);
   const int tiles = static_cast<int>(max_tiles);
   const float* x = a.x.f32();
