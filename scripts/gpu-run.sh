@@ -148,7 +148,7 @@ run_ncu() {
   G4_BENCH_KEEP=1 G4_BENCH_BATCHES= G4_BENCH_PREFILL= run_bench "$spec" || return
   local dir=/tmp/g4-synth-$preset-$quant csv=$out/ncu-$preset-$quant.csv
   local args=(bench --model "$dir" --backend cuda --kv "${kv:-plain:bf16}" --batch "${G4_NCU_BATCH:-1}" --prompt 512
-              --gen 3 --memcpy-mib 0)
+              --gen 3 --memcpy-mib 0 ${G4_BENCH_EXTRA:-})
   G4_CUDA_GRAPHS=0 timeout 240 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
     "$bin/g4" "${args[@]}" >"$csv" 2>>"$misc" || note "ncu $spec: exit $?"
   # The table; and, for G4_NCU_DETAIL, into $skip_file how many matching
@@ -175,7 +175,10 @@ for n, (c, s) in sorted(by.items(), key=lambda kv: -kv[1][1]):
     print(f"  {n:34} {c:5d} x {s/c/1e3:8.2f} us = {s/1e3:9.1f} us ({100*s/total:4.1f} %)")
 PY
   if [ -n "${G4_NCU_DETAIL:-}" ]; then
-    G4_CUDA_GRAPHS=0 timeout 200 "$ncu" --clock-control none --set full -k "regex:$G4_NCU_DETAIL" \
+    # G4_NCU_SECTIONS: ncu's section arguments (default --set full), e.g.
+    # "--section WarpStateStats --section SchedulerStats" where a full set fails.
+    # shellcheck disable=SC2086
+    G4_CUDA_GRAPHS=0 timeout 200 "$ncu" --clock-control none ${G4_NCU_SECTIONS:---set full} -k "regex:$G4_NCU_DETAIL" \
       --launch-skip "${G4_NCU_SKIP:-$(cat "$skip_file" 2>/dev/null || echo 0)}" \
       --launch-count "${G4_NCU_COUNT:-2}" "$bin/g4" "${args[@]}" >"$out/ncu-detail-$preset-$quant.txt" 2>>"$misc" ||
       note "ncu detail $spec: exit $?"
@@ -202,7 +205,7 @@ run_trace() {
   local tsv=$work/trace-$preset-$quant-b$b-p$p.tsv
   CUDA_INJECTION64_PATH=$work/lib/libg4_cupti_trace.so G4_TRACE_OUT=$tsv \
     "$bin/g4" bench --model "$dir" --backend cuda --kv "${kv:-plain:bf16}" --batch "$b" --prompt "$p" \
-    --chunk 512 --gen 8 --memcpy-mib 0 >>"$misc" 2>&1 || note "trace $spec: exit $?"
+    --chunk 512 --gen 8 --memcpy-mib 0 ${G4_BENCH_EXTRA:-} >>"$misc" 2>&1 || note "trace $spec: exit $?"
   python3 - "$tsv" <<'PY' | tee "$out/trace-$preset-$quant-b$b-p$p.txt" | tee -a "$summary"
 import re, sys, collections
 rows = []

@@ -112,7 +112,7 @@ __global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int hea
     for (int jj = 0; jj < KB; ++jj) {
       const uint8_t* rec = TileRecord(my_rec, jb + jj);
       if (rec != nullptr) {
-        LoadElems<D32>(st, rec, base, valid, false, kv[jj]);
+        LoadSlice<D32>(st, rec, base, valid, false, kv[jj]);
       } else {
 #pragma unroll
         for (int i = 0; i < D32; ++i) kv[jj][i] = 0.0f;
@@ -154,7 +154,7 @@ __global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int hea
     for (int jj = 0; jj < KB; ++jj) {
       const uint8_t* rec = TileRecord(my_rec, jb + jj);
       if (rec != nullptr) {
-        LoadElems<D32>(st, rec, base, valid, true, vv[jj]);
+        LoadSlice<D32>(st, rec, base, valid, true, vv[jj]);
       } else {
 #pragma unroll
         for (int i = 0; i < D32; ++i) vv[jj][i] = 0.0f;

@@ -96,23 +96,6 @@ __device__ __forceinline__ void ReduceScatter(float (&v)[N], int lane) {
   }
 }
 
-// LoadElems with the per-element decoding out of line: inlined, its
-// codec branches keep registers the score and value loops need.
-template <int N>
-__device__ __noinline__ void LoadElemsDecoded(const AttnStore& st, const uint8_t* rec, int64_t base,
-                                              int valid, bool value, float (&out)[N]) {
-  LoadElems<N>(st, rec, base, valid, value, out);
-}
-template <int N>
-__device__ __forceinline__ void LoadSlice(const AttnStore& st, const uint8_t* rec, int64_t base, int valid,
-                                          bool value, float (&out)[N]) {
-  if (st.vec) {
-    LoadElems<N>(st, rec, base, valid, value, out);
-  } else {
-    LoadElemsDecoded<N>(st, rec, base, valid, value, out);
-  }
-}
-
 // W (1, 2 or 4) consecutive floats at p, 4 W-byte aligned: one access.
 template <int W>
 __device__ __forceinline__ void LoadVec(const float* p, float* v) {
