@@ -148,7 +148,7 @@ run_ncu() {
   G4_BENCH_KEEP=1 G4_BENCH_BATCHES= G4_BENCH_PREFILL= run_bench "$spec" || return
   local dir=/tmp/g4-synth-$preset-$quant csv=$out/ncu-$preset-$quant.csv
   local args=(bench --model "$dir" --backend cuda --kv "${kv:-plain:bf16}" --batch "${G4_NCU_BATCH:-1}" --prompt 512
-              --gen 3 --memcpy-mib 0 ${G4_BENCH_EXTRA:-})
+              --gen 3 --memcpy-mib 0 ${G4_BENCH_EXTRA---gpu-memory 64G})  # replay needs free memory
   G4_CUDA_GRAPHS=0 timeout 240 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
     "$bin/g4" "${args[@]}" >"$csv" 2>>"$misc" || note "ncu $spec: exit $?"
   # The table; and, for G4_NCU_DETAIL, into $skip_file how many matching
