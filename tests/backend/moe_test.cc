@@ -260,17 +260,34 @@ TEST_P(MoeTest, ExpertsMatchNaiveReference) {
   }
 }
 
-// Rows `ts` of a batch, each run alone (its input padded by x_pad, its
-// output by out_pad), give their rows of `batch` bit for bit.
-void ExpectRowsAloneEqualTheBatch(Backend& backend, const ExpertSet& s, const std::vector<float>& x,
-                                  const std::vector<int32_t>& ids, const std::vector<float>& w, int k,
-                                  int64_t hidden, int64_t width, const std::vector<float>& batch,
+// A batch of `rows` rows routed at random over `experts` experts of `kind`
+// (experts from `seed`, inputs from seed + 1), and its output.
+struct RoutedBatch {
+  ExpertSet s;
+  std::vector<float> x;
+  std::vector<int32_t> ids;
+  std::vector<float> w;
+  std::vector<float> out;
+};
+RoutedBatch RunRoutedBatch(Backend& backend, std::mt19937& rng, int experts, int k, int64_t hidden,
+                           int64_t width, int64_t rows, int kind, uint32_t seed) {
+  RoutedBatch b;
+  b.s = MakeExperts(backend, experts, hidden, width, kind, seed);
+  b.x = testing::RandomFloats(rows * hidden, seed + 1);
+  RandomRouting(rng, rows, experts, k, false, &b.ids, &b.w);
+  b.out = RunExperts(backend, b.s, b.x, b.ids, b.w, rows, k, hidden, width, 0, 0);
+  return b;
+}
+
+// Rows `ts` of batch b, each run alone (its input padded by x_pad, its
+// output by out_pad), give their rows of b.out bit for bit.
+void ExpectRowsAloneEqualTheBatch(Backend& backend, const RoutedBatch& b, int k, int64_t hidden, int64_t width,
                                   std::initializer_list<int64_t> ts, int64_t x_pad, int64_t out_pad, int kind) {
   for (int64_t t : ts) {
     const std::vector<float> one =
-        RunExperts(backend, s, testing::SliceRows(x, hidden, t, 1), testing::SliceRows(ids, k, t, 1),
-                   testing::SliceRows(w, k, t, 1), 1, k, hidden, width, x_pad, out_pad);
-    EXPECT_TRUE(testing::BitwiseEqual(testing::SliceRows(batch, hidden, t, 1), one, hidden))
+        RunExperts(backend, b.s, testing::SliceRows(b.x, hidden, t, 1), testing::SliceRows(b.ids, k, t, 1),
+                   testing::SliceRows(b.w, k, t, 1), 1, k, hidden, width, x_pad, out_pad);
+    EXPECT_TRUE(testing::BitwiseEqual(testing::SliceRows(b.out, hidden, t, 1), one, hidden))
         << "kind " << kind << " row " << t;
   }
 }
@@ -282,23 +299,18 @@ TEST_P(MoeTest, ExpertsRowsAloneEqualRowsInABatch) {
   const int experts = 8, k = 2;
   const int64_t hidden = 128, width = 64, rows = 40;
   for (int kind : {0, 1}) {
-    const ExpertSet s = MakeExperts(backend(), experts, hidden, width, kind, 77 + kind);
-    const std::vector<float> x = testing::RandomFloats(rows * hidden, 78 + kind);
-    std::vector<int32_t> ids;
-    std::vector<float> w;
-    RandomRouting(rng, rows, experts, k, false, &ids, &w);
-    const std::vector<float> batch = RunExperts(backend(), s, x, ids, w, rows, k, hidden, width, 0, 0);
-    ExpectRowsAloneEqualTheBatch(backend(), s, x, ids, w, k, hidden, width, batch, {0, 13, 39}, 5, 3, kind);
+    const RoutedBatch b = RunRoutedBatch(backend(), rng, experts, k, hidden, width, rows, kind, 77 + kind);
+    ExpectRowsAloneEqualTheBatch(backend(), b, k, hidden, width, {0, 13, 39}, 5, 3, kind);
     // The same row amid different neighbours (a smaller batch, other order).
     const int64_t t = 13;
-    std::vector<float> x2 = testing::SliceRows(x, hidden, 20, 10);
-    std::vector<int32_t> ids2 = testing::SliceRows(ids, k, 20, 10);
-    std::vector<float> w2 = testing::SliceRows(w, k, 20, 10);
-    std::copy(x.begin() + t * hidden, x.begin() + (t + 1) * hidden, x2.begin() + 4 * hidden);
-    std::copy(ids.begin() + t * k, ids.begin() + (t + 1) * k, ids2.begin() + 4 * k);
-    std::copy(w.begin() + t * k, w.begin() + (t + 1) * k, w2.begin() + 4 * k);
-    const std::vector<float> other = RunExperts(backend(), s, x2, ids2, w2, 10, k, hidden, width, 0, 0);
-    EXPECT_TRUE(testing::BitwiseEqual(testing::SliceRows(batch, hidden, t, 1), testing::SliceRows(other, hidden, 4, 1),
+    std::vector<float> x2 = testing::SliceRows(b.x, hidden, 20, 10);
+    std::vector<int32_t> ids2 = testing::SliceRows(b.ids, k, 20, 10);
+    std::vector<float> w2 = testing::SliceRows(b.w, k, 20, 10);
+    std::copy(b.x.begin() + t * hidden, b.x.begin() + (t + 1) * hidden, x2.begin() + 4 * hidden);
+    std::copy(b.ids.begin() + t * k, b.ids.begin() + (t + 1) * k, ids2.begin() + 4 * k);
+    std::copy(b.w.begin() + t * k, b.w.begin() + (t + 1) * k, w2.begin() + 4 * k);
+    const std::vector<float> other = RunExperts(backend(), b.s, x2, ids2, w2, 10, k, hidden, width, 0, 0);
+    EXPECT_TRUE(testing::BitwiseEqual(testing::SliceRows(b.out, hidden, t, 1), testing::SliceRows(other, hidden, 4, 1),
                                       hidden))
         << "kind " << kind << ": row " << t << " among other neighbours";
   }
@@ -312,13 +324,8 @@ TEST_P(MoeTest, ExpertsRowsAloneEqualRowsInALongChunk) {
   const int experts = 8, k = 2;
   const int64_t hidden = 64, width = 32, rows = 1100;
   for (int kind : {0, 1}) {
-    const ExpertSet s = MakeExperts(backend(), experts, hidden, width, kind, 900 + kind);
-    const std::vector<float> x = testing::RandomFloats(rows * hidden, 901 + kind);
-    std::vector<int32_t> ids;
-    std::vector<float> w;
-    RandomRouting(rng, rows, experts, k, false, &ids, &w);
-    const std::vector<float> batch = RunExperts(backend(), s, x, ids, w, rows, k, hidden, width, 0, 0);
-    ExpectRowsAloneEqualTheBatch(backend(), s, x, ids, w, k, hidden, width, batch, {0, 1023, 1024, 1099}, 0, 0, kind);
+    const RoutedBatch b = RunRoutedBatch(backend(), rng, experts, k, hidden, width, rows, kind, 900 + kind);
+    ExpectRowsAloneEqualTheBatch(backend(), b, k, hidden, width, {0, 1023, 1024, 1099}, 0, 0, kind);
   }
 }
 
