@@ -596,8 +596,7 @@ void MoeRoute(const TensorView& logits, int top_k, const float* per_expert_scale
 }
 
 void MoeExperts(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stream) {
-  if (a.x.rows <= kMoeRowsPerPass) return MoeExpertsPass(a, scratch, stream);
-  for (int64_t r = 0; r < a.x.rows; r += kMoeRowsPerPass) {
+  for (int64_t r = 0; r < a.x.rows; r += kMoeRowsPerPass) {  // one pass: the views as given (Rows(0, rows))
     const int64_t n = std::min(kMoeRowsPerPass, a.x.rows - r);
     MoeExpertsArgs part = a;
     part.x = a.x.Rows(r, n);
