@@ -70,6 +70,28 @@ __device__ __forceinline__ uint32_t Unpack(const uint8_t* p, int64_t i, int bits
   return v & ((1u << bits) - 1);
 }
 
+// TurboQuant pieces, per group g of 32 elements and element e: a key is
+// (code + zero) * step, a value centroid[code] * scale (rotated domain).
+// DecodeKey / DecodeValue take them per element; a reader whose elements
+// share a group reads the group's step, zero or scale once.
+__device__ __forceinline__ float TurboKeyStep(const DevKvFormat& f, const uint8_t* rec, int64_t g) {
+  return F16ToF32(Load16(rec + f.k_scales + 2 * g));
+}
+__device__ __forceinline__ float TurboKeyZero(const DevKvFormat& f, const uint8_t* rec, int64_t g) {
+  return F16ToF32(Load16(rec + f.k_biases + 2 * g));
+}
+__device__ __forceinline__ float TurboKeyCode(const DevKvFormat& f, const uint8_t* rec, int64_t e) {
+  return f.key_bits == 8 ? static_cast<float>(static_cast<int8_t>(rec[f.k_codes + e]))
+                         : static_cast<float>(Unpack(rec + f.k_codes, e, f.key_bits));
+}
+__device__ __forceinline__ float TurboValueScale(const DevKvFormat& f, const uint8_t* rec, int64_t g) {
+  return F16ToF32(Load16(rec + f.v_scales + 2 * g));
+}
+__device__ __forceinline__ float TurboValueCentroid(const DevKvFormat& f, const uint8_t* rec, int64_t e,
+                                                    const float* centroids) {
+  return centroids[Unpack(rec + f.v_codes, e, f.value_bits)];
+}
+
 // Element e (0 .. width) of a record's K, or of its V (turbo: left in the
 // rotated domain; `centroids` the store's value codebook).
 __device__ __forceinline__ float DecodeKey(const DevKvFormat& f, const uint8_t* rec, int64_t e) {
@@ -85,10 +107,8 @@ __device__ __forceinline__ float DecodeKey(const DevKvFormat& f, const uint8_t* 
     return __fmaf_rn(F16ToF32(Load16(rec + f.k_scales + 2 * g)), q, F16ToF32(Load16(rec + f.k_biases + 2 * g)));
   }
   const int64_t g = e / 32;
-  const float s = F16ToF32(Load16(rec + f.k_scales + 2 * g)), z = F16ToF32(Load16(rec + f.k_biases + 2 * g));
-  const float q = f.key_bits == 8 ? static_cast<float>(static_cast<int8_t>(rec[f.k_codes + e]))
-                                  : static_cast<float>(Unpack(rec + f.k_codes, e, f.key_bits));
-  return (q + z) * s;
+  const float s = TurboKeyStep(f, rec, g), z = TurboKeyZero(f, rec, g);
+  return (TurboKeyCode(f, rec, e) + z) * s;
 }
 
 __device__ __forceinline__ float DecodeValue(const DevKvFormat& f, const uint8_t* rec, int64_t e,
@@ -104,8 +124,8 @@ __device__ __forceinline__ float DecodeValue(const DevKvFormat& f, const uint8_t
     const int64_t g = e / f.group;
     return __fmaf_rn(F16ToF32(Load16(rec + f.v_scales + 2 * g)), q, F16ToF32(Load16(rec + f.v_biases + 2 * g)));
   }
-  const float r = F16ToF32(Load16(rec + f.v_scales + 2 * (e / 32)));
-  return centroids[Unpack(rec + f.v_codes, e, f.value_bits)] * r;
+  const float r = TurboValueScale(f, rec, e / 32);
+  return TurboValueCentroid(f, rec, e, centroids) * r;
 }
 
 // ------------------------------------------------------------ encoding

@@ -167,21 +167,17 @@ __device__ __forceinline__ void LoadElems(const AttnStore& st, const uint8_t* re
     return;
   }
   if (f.kind == kKvTurbo && valid == D32 && base % 32 + D32 <= 32) {
-    // The slice lies in one group of 32: its scale (and zero) read once;
-    // per element the operations of DecodeKey / DecodeValue.
+    // The slice lies in one group of 32: its step and zero (or scale) read
+    // once; per element DecodeKey's / DecodeValue's operations.
     const int64_t g = base / 32;
     if (!value) {
-      const float s = F16ToF32(Load16(rec + f.k_scales + 2 * g)), z = F16ToF32(Load16(rec + f.k_biases + 2 * g));
+      const float s = TurboKeyStep(f, rec, g), z = TurboKeyZero(f, rec, g);
 #pragma unroll
-      for (int i = 0; i < D32; ++i) {
-        const float q = f.key_bits == 8 ? static_cast<float>(static_cast<int8_t>(rec[f.k_codes + base + i]))
-                                        : static_cast<float>(Unpack(rec + f.k_codes, base + i, f.key_bits));
-        out[i] = (q + z) * s;
-      }
+      for (int i = 0; i < D32; ++i) out[i] = (TurboKeyCode(f, rec, base + i) + z) * s;
     } else {
-      const float r = F16ToF32(Load16(rec + f.v_scales + 2 * g));
+      const float r = TurboValueScale(f, rec, g);
 #pragma unroll
-      for (int i = 0; i < D32; ++i) out[i] = st.centroids[Unpack(rec + f.v_codes, base + i, f.value_bits)] * r;
+      for (int i = 0; i < D32; ++i) out[i] = TurboValueCentroid(f, rec, base + i, st.centroids) * r;
     }
     return;
   }
