@@ -106,10 +106,11 @@ constexpr int kMaxRowProducts = 32;
 // device (the MoE experts of a decode step, chosen there): table[0 .. n)
 // is written by a kernel earlier in the stream and read after the wait
 // for the predecessor; `units` is the products' rows in all, every matrix
-// has `bits` bits, groups of `group` and `cols` columns. Each product's
+// has `bits` bits, groups of `group`, `cols` columns and scales of
+// `scale_type` (every product's RowProduct::scale_type). Each product's
 // rows are bitwise AffineInt8MatMul's for its input row alone.
 void AffineInt8RowMatMulTable(const RowProduct* table, int n, int64_t units, int bits, int group, int64_t cols,
-                              const QRows& qr, cudaStream_t stream);
+                              int scale_type, const QRows& qr, cudaStream_t stream);
 // The same products on the int8 tensor cores (affine_int8_mma.cu), bm (8,
 // 32 or 64) input rows per block: bitwise AffineInt8MatMul's. Launched as a
 // programmatic dependent of the kernel before it. An expert-tile source

@@ -75,7 +75,10 @@ struct Walk {
 // The products come from the launch's parameters (set, host-described) or,
 // when table is set, from device memory written earlier in the stream
 // (table_n products, table_units rows, table_groups groups per row).
-template <int B, int P, bool kTable>
+// kScale: every product's scale type when known at compile time (bf16, the
+// common case), or -1: read per product. kVec16: every product's codes are
+// known to be 16-byte aligned, or false: read per product.
+template <int B, int P, bool kTable, int kScale, bool kVec16>
 __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8RowKernel(
     OutSet set, QRows qr, const RowProduct* __restrict__ table, int table_n, int32_t table_units, int table_groups) {
   constexpr int D = ItemsInFlight<B, P>();
@@ -130,11 +133,13 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
     const int c0 = c.k * 32 * P + lane;
 #pragma unroll
     for (int j = 0; j < P; ++j)
-      if (c0 + 32 * j < chunks) LoadCodeWords<B>(base + (c0 + 32 * j) * (4 * B), pr.vec16 != 0, wd[slot][j]);
+      if (c0 + 32 * j < chunks)
+        LoadCodeWords<B>(base + (c0 + 32 * j) * (4 * B), kVec16 || pr.vec16 != 0, wd[slot][j]);
     const int g = c.k * 32 + lane;
     if (g < groups) {
-      sc[slot] = LoadScale(pr.scale_type, pr.scales, row * groups + g);
-      bi[slot] = LoadScale(pr.scale_type, pr.biases, row * groups + g);
+      const int type = kScale >= 0 ? kScale : pr.scale_type;
+      sc[slot] = LoadScale(type, pr.scales, row * groups + g);
+      bi[slot] = LoadScale(type, pr.biases, row * groups + g);
     }
   };
   Walk ahead;
@@ -210,27 +215,42 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
 
 int ResidentBlocks() { return SmCount() * kRowBlocksPerSm; }
 
-template <int B, int P, bool kTable>
+template <int B, int P, bool kTable, int kScale, bool kVec16>
 void LaunchKernel(const OutSet& set, const QRows& qr, const RowProduct* table, int table_n, int64_t units, int groups,
                   cudaStream_t stream) {
   static const bool configured = [] {  // 4 blocks' terms (34 KB each, 36 with a device table), the rest L1
-    G4_CUDA_CHECK(cudaFuncSetAttribute(AffineInt8RowKernel<B, P, kTable>,
+    G4_CUDA_CHECK(cudaFuncSetAttribute(AffineInt8RowKernel<B, P, kTable, kScale, kVec16>,
                                        cudaFuncAttributePreferredSharedMemoryCarveout, kTable ? 72 : 60));
     return true;
   }();
   (void)configured;
   const int64_t blocks = (units + kRowWarps - 1) / kRowWarps;
   if (blocks == 0) return;
-  LaunchDependent(AffineInt8RowKernel<B, P, kTable>,
+  LaunchDependent(AffineInt8RowKernel<B, P, kTable, kScale, kVec16>,
                   dim3(static_cast<unsigned>(std::min<int64_t>(blocks, ResidentBlocks()))),
                   dim3(kRowWarps * 32), 0, stream, set, qr, table, table_n, static_cast<int32_t>(units), groups);
 }
 
+// Host-described products that all have bf16 scales and 16-byte aligned
+// codes take the kernel specialized for them (no per-item type checks).
+bool AllBf16Aligned(const OutSet& set) {
+  for (int i = 0; i < set.n; ++i)
+    if (set.out[i].w.scale_type != kSBF16 || !set.out[i].w.vec16) return false;
+  return set.n > 0;
+}
+
+// A table's products share scale_type (the experts of one matrix).
 template <int B, int P>
-void Launch(const OutSet& set, const QRows& qr, const RowProduct* table, int table_n, int64_t units, int groups,
-            cudaStream_t stream) {
-  if (table) return LaunchKernel<B, P, true>(set, qr, table, table_n, units, groups, stream);
-  LaunchKernel<B, P, false>(set, qr, table, table_n, units, groups, stream);
+void Launch(const OutSet& set, const QRows& qr, const RowProduct* table, int table_n, int scale_type, int64_t units,
+            int groups, cudaStream_t stream) {
+  if (table) {
+    if (scale_type == kSBF16)
+      return LaunchKernel<B, P, true, kSBF16, false>(set, qr, table, table_n, units, groups, stream);
+    return LaunchKernel<B, P, true, -1, false>(set, qr, table, table_n, units, groups, stream);
+  }
+  if (AllBf16Aligned(set))
+    return LaunchKernel<B, P, false, kSBF16, true>(set, qr, table, table_n, units, groups, stream);
+  LaunchKernel<B, P, false, -1, false>(set, qr, table, table_n, units, groups, stream);
 }
 
 template <int B, typename... Args>
@@ -270,16 +290,16 @@ void AffineInt8RowMatMul(std::span<const AffineOut> outs, int bits, const QRows&
   const DevWeight& w0 = outs[0].w;
   if (w0.groups_per_row == 0) return;
   const OutSet set = MakeOutSet(outs, 1, "[cuda] AffineInt8RowMatMul");
-  LaunchFor(bits, w0.group, set, qr, nullptr, 0, int64_t{set.first_block[set.n]}, static_cast<int>(w0.groups_per_row),
-            stream);
+  LaunchFor(bits, w0.group, set, qr, nullptr, 0, -1, int64_t{set.first_block[set.n]},
+            static_cast<int>(w0.groups_per_row), stream);
 }
 
 void AffineInt8RowMatMulTable(const RowProduct* table, int n, int64_t units, int bits, int group, int64_t cols,
-                              const QRows& qr, cudaStream_t stream) {
+                              int scale_type, const QRows& qr, cudaStream_t stream) {
   G4_CHECK_MSG(n >= 1 && n <= kMaxRowProducts && units < (int64_t{1} << 31) && cols % group == 0,
                "[cuda] AffineInt8RowMatMulTable: 1 to kMaxRowProducts products of whole groups");
   if (cols == 0) return;
-  LaunchFor(bits, group, OutSet{}, qr, table, n, units, static_cast<int>(cols / group), stream);
+  LaunchFor(bits, group, OutSet{}, qr, table, n, scale_type, units, static_cast<int>(cols / group), stream);
 }
 
 }  // namespace g4::cuda
