@@ -72,6 +72,12 @@ run_tests() {
   echo "real $(( $(date +%s) - t0 ))s" >>"$work/test_backend.log"
   gtest_line "$work/test_backend.log" test_backend
   cat "$work/test_backend.log" >>"$out/tests.log"
+  # The one-row kernel's own bf16 path, which the block-shared kernel
+  # (G4_CUDA_ROW_BLOCK) otherwise takes over.
+  G4_CUDA_ROW_BLOCK=0 timeout "${G4_TEST_TIMEOUT:-300}" "$bin/test_backend" \
+    --gtest_filter="*MatMul*/cuda:*Affine*/cuda:*Moe*/cuda" >"$work/test_backend_noblock.log" 2>&1
+  gtest_line "$work/test_backend_noblock.log" "test_backend G4_CUDA_ROW_BLOCK=0"
+  cat "$work/test_backend_noblock.log" >>"$out/tests.log"
   for t in test_model test_engine; do
     [ -x "$bin/$t" ] || continue
     t0=$(date +%s)

@@ -85,6 +85,12 @@ void AffineInt8MatMul(std::span<const AffineOut> outs, int bits, const QRows& qr
 // one-row kernel (affine_int8_row.cu): bitwise AffineInt8MatMul's.
 // Launched as a programmatic dependent of the kernel before it.
 void AffineInt8RowMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream);
+// The same products by the block-shared one-row kernel
+// (affine_int8_row_block.cu: a block's 8 warps share 8 weight rows), when
+// it takes them: bf16 scales, 16-byte aligned codes, at most 383 groups per
+// row; and G4_CUDA_ROW_BLOCK is not 0. Bitwise AffineInt8MatMul's.
+bool AffineInt8RowBlockMatMulTakes(std::span<const AffineOut> outs);
+void AffineInt8RowBlockMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream);
 // A product of the one-row kernel as the kernel reads it: rows [first,
 // end) of its launch are rows 0, 1, ... of the matrix at codes, scales,
 // biases (row_bytes per row; scale_type kSBF16/kSF16/kSF32; vec16: codes

@@ -287,6 +287,7 @@ void LaunchFor(int bits, int group, Args&&... args) {
 
 void AffineInt8RowMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream) {
   G4_CHECK_MSG(!outs.empty(), "[cuda] AffineInt8RowMatMul: no products");
+  if (AffineInt8RowBlockMatMulTakes(outs)) return AffineInt8RowBlockMatMul(outs, bits, qr, stream);
   const DevWeight& w0 = outs[0].w;
   if (w0.groups_per_row == 0) return;
   const OutSet set = MakeOutSet(outs, 1, "[cuda] AffineInt8RowMatMul");

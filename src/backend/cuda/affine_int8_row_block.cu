@@ -1,0 +1,227 @@
+// AffineInt8RowBlockMatMul (affine_int8.cuh): the one-row MatMul with the
+// 8 warps of a block sharing the block's 8 weight rows.
+//
+// Why: the one-row kernel (affine_int8_row.cu) gives each warp its own rows
+// and runs their float sequences side by side, one lane per row. Most
+// decode products have fewer rows than the device has warps (e4b: q/k/v
+// 3072, o and down 2560 against 4224 resident warps), so a warp holds one
+// row and pays each round's sequence (about 96 instructions in one lane)
+// for it alone. Here the block's warps split the block's (row, round)
+// items between them, each item's group terms go to shared memory, and
+// after one barrier lanes 0..7 of warp 0 run the 8 rows' sequences side by
+// side: one sequence's instructions per 8 rows, at any row count.
+//
+// An item is (row r, round k), as in the one-row kernel: chunk load j of
+// lane l reads chunk 32 P k + 32 j + l of row r (contiguous bytes across the
+// warp), the lane's chunk sums (dp4a of the unpacked codes with the
+// quantized input) are added into group sums by shuffles, and lane g of the
+// round writes group 32 k + g's terms (float(isum), s * d, b, xs) to
+// terms[r][32 k + g]. Warp w takes items w, w + 8, ... in row-major order,
+// D of them in flight. The sequence is the one-row kernel's, so the bits
+// are the same:
+//   y = 0; for g in order: y = fma(float(isum_g), s_g * d_g, y); y = fma(b_g, xs_g, y).
+// Launched as a programmatic dependent: the first items' codes, scales and
+// biases are requested before the wait for the kernel that quantized the
+// input.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "backend/cuda/affine_int8.cuh"
+#include "backend/cuda/affine_int8_core.cuh"
+#include "backend/cuda/cuda_check.h"
+
+namespace g4::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kRows = 8;  // weight rows per block; the sequences' lanes
+constexpr int kBlocksPerSm = 4;
+constexpr size_t kMaxTermsBytes = 48 * 1024;  // without the dynamic shared memory opt-in
+
+// Terms per row in shared memory: an odd count, so that lanes 0..7 reading
+// group g of rows 0..7 (16 bytes each) hit distinct banks.
+__host__ __device__ constexpr int TermsStride(int groups) { return groups | 1; }
+
+// A block row: product row `row` of its matrix, bf16 scales.
+struct BlockRow {
+  const uint8_t* codes;      // the row's codes (16-byte aligned)
+  const uint16_t* scales;    // the row's first group's scale
+  const uint16_t* biases;
+  float* y;                  // its output
+};
+
+// Where a warp is in the block's items: row r, round k.
+struct ItemPos {
+  int r, k;
+  __device__ __forceinline__ void Advance(int by, int rounds) {
+    k += by;
+    while (k >= rounds) k -= rounds, ++r;
+  }
+};
+
+template <int B, int P>
+__global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowBlockKernel(OutSet set, QRows qr, int32_t units,
+                                                                               int groups) {
+  constexpr int D = P * B <= 16 ? 2 : 1;  // items in flight per warp
+  constexpr unsigned kAll = 0xffffffffu;
+  constexpr int G = 32 / P;               // groups per chunk load instruction
+  extern __shared__ float4 terms[];       // [kRows][TermsStride(groups)]
+  __shared__ BlockRow rows[kRows];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int32_t row0 = static_cast<int32_t>(blockIdx.x) * kRows;
+  const int nrows = min(kRows, units - row0);
+  if (static_cast<int>(threadIdx.x) < nrows) {
+    int which = 0;
+    const AffineOut o = set.Of(static_cast<unsigned>(row0) + threadIdx.x, which);
+    const int64_t r = row0 + static_cast<int32_t>(threadIdx.x) - set.first_block[which];
+    rows[threadIdx.x] = BlockRow{static_cast<const uint8_t*>(o.w.data) + r * o.w.row_bytes,
+                                 static_cast<const uint16_t*>(o.w.scales) + r * groups,
+                                 static_cast<const uint16_t*>(o.w.biases) + r * groups, o.y + r};
+  }
+  __syncthreads();
+  const int rounds = (groups + 31) / 32, chunks = groups * P, items = nrows * rounds;
+  const int ld = TermsStride(groups);
+
+  uint32_t wd[D][P][B];
+  float sc[D], bi[D];
+  const auto load = [&](int slot, int t, const ItemPos& at) {  // slot: a compile-time index after unrolling
+    if (t >= items) return;
+    const BlockRow& br = rows[at.r];
+    const int c0 = at.k * 32 * P + lane;
+#pragma unroll
+    for (int j = 0; j < P; ++j)
+      if (c0 + 32 * j < chunks) LoadCodeWords<B>(br.codes + (c0 + 32 * j) * (4 * B), true, wd[slot][j]);
+    const int g = at.k * 32 + lane;
+    if (g < groups) {
+      sc[slot] = Bf16ToF32(__ldg(br.scales + g));
+      bi[slot] = Bf16ToF32(__ldg(br.biases + g));
+    }
+  };
+  ItemPos ahead{0, 0};
+  ahead.Advance(warp, rounds);
+  ItemPos at = ahead;
+#pragma unroll
+  for (int d = 0; d < D; ++d) load(d, warp + kWarps * d, ahead), ahead.Advance(kWarps, rounds);
+  FollowPredecessor();  // the quantized input is ready; the next op may launch (it waits for this one)
+
+  for (int t0 = warp; t0 < items; t0 += kWarps * D) {
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      const int t = t0 + kWarps * d;
+      if (t >= items) break;
+      const int c0 = at.k * 32 * P + lane;
+      int s[P];
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        s[j] = 0;
+        if (c0 + 32 * j < chunks) {
+          uint32_t quad[8];
+          Unpack<B>(wd[d][j], quad);
+          const uint4* qp = reinterpret_cast<const uint4*>(qr.q + (c0 + 32 * j) * 32);
+          const uint4 a = __ldg(qp), b = __ldg(qp + 1);
+          int v = Dp4a(quad[0], a.x, 0);
+          v = Dp4a(quad[1], a.y, v), v = Dp4a(quad[2], a.z, v), v = Dp4a(quad[3], a.w, v);
+          v = Dp4a(quad[4], b.x, v), v = Dp4a(quad[5], b.y, v), v = Dp4a(quad[6], b.z, v);
+          s[j] = Dp4a(quad[7], b.w, v);
+        }
+      }
+      // Chunk sums -> group sums (a group's P chunks lie in adjacent lanes of
+      // one instruction), then group q of the round to lane q.
+      int isum = 0;
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+#pragma unroll
+        for (int m = 1; m < P; m <<= 1) s[j] += __shfl_xor_sync(kAll, s[j], m);
+        const int v = __shfl_sync(kAll, s[j], (lane % G) * P);
+        if (lane / G == j) isum = v;
+      }
+      const int g = at.k * 32 + lane;
+      if (g < groups)
+        terms[at.r * ld + g] = make_float4(__int2float_rn(isum), __fmul_rn(sc[d], qr.d[g]), bi[d], qr.xs[g]);
+      load(d, t + kWarps * D, ahead);  // the slot's next item flies during the rest
+      ahead.Advance(kWarps, rounds);
+      at.Advance(kWarps, rounds);
+    }
+  }
+  __syncthreads();
+  if (warp == 0 && lane < nrows) {  // the rows' float sequences, side by side
+    const float4* tr = terms + lane * ld;
+    float acc = 0.0f;
+#pragma unroll 8
+    for (int g = 0; g < groups; ++g) {
+      const float4 v = tr[g];
+      acc = __fmaf_rn(v.x, v.y, acc);
+      acc = __fmaf_rn(v.z, v.w, acc);
+    }
+    *rows[lane].y = acc;
+  }
+}
+
+template <int B, int P>
+void LaunchBlock(const OutSet& set, const QRows& qr, int32_t units, int groups, cudaStream_t stream) {
+  static const bool configured = [] {  // up to 4 blocks' terms (48 KB each at most), the rest L1
+    G4_CUDA_CHECK(cudaFuncSetAttribute(RowBlockKernel<B, P>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       cudaSharedmemCarveoutMaxShared));
+    return true;
+  }();
+  (void)configured;
+  const size_t smem = sizeof(float4) * kRows * TermsStride(groups);
+  LaunchDependent(RowBlockKernel<B, P>, dim3(static_cast<unsigned>((units + kRows - 1) / kRows)),
+                  dim3(kWarps * 32), smem, stream, set, qr, units, groups);
+}
+
+template <int B>
+void LaunchForGroup(int group, const OutSet& set, const QRows& qr, int32_t units, int groups, cudaStream_t stream) {
+  switch (group) {
+    case 32:
+      return LaunchBlock<B, 1>(set, qr, units, groups, stream);
+    case 64:
+      return LaunchBlock<B, 2>(set, qr, units, groups, stream);
+    default:
+      return LaunchBlock<B, 4>(set, qr, units, groups, stream);
+  }
+}
+
+bool Enabled() {
+  static const bool enabled = [] {
+    const char* e = std::getenv("G4_CUDA_ROW_BLOCK");
+    return !(e && std::string(e) == "0");
+  }();
+  return enabled;
+}
+
+}  // namespace
+
+bool AffineInt8RowBlockMatMulTakes(std::span<const AffineOut> outs) {
+  if (!Enabled() || outs.empty()) return false;
+  for (const AffineOut& o : outs)
+    if (o.w.scale_type != kSBF16 || !o.w.vec16) return false;
+  return sizeof(float4) * kRows * TermsStride(static_cast<int>(outs[0].w.groups_per_row)) <= kMaxTermsBytes;
+}
+
+void AffineInt8RowBlockMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream) {
+  G4_CHECK_MSG(AffineInt8RowBlockMatMulTakes(outs), "[cuda] AffineInt8RowBlockMatMul: products it does not take");
+  const DevWeight& w0 = outs[0].w;
+  if (w0.groups_per_row == 0) return;
+  const OutSet set = MakeOutSet(outs, 1, "[cuda] AffineInt8RowBlockMatMul");
+  const int32_t units = set.first_block[set.n];
+  if (units == 0) return;
+  const int groups = static_cast<int>(w0.groups_per_row);
+  switch (bits) {
+    case 2:
+      return LaunchForGroup<2>(w0.group, set, qr, units, groups, stream);
+    case 3:
+      return LaunchForGroup<3>(w0.group, set, qr, units, groups, stream);
+    case 4:
+      return LaunchForGroup<4>(w0.group, set, qr, units, groups, stream);
+    case 5:
+      return LaunchForGroup<5>(w0.group, set, qr, units, groups, stream);
+    case 6:
+      return LaunchForGroup<6>(w0.group, set, qr, units, groups, stream);
+    default:
+      return LaunchForGroup<8>(w0.group, set, qr, units, groups, stream);
+  }
+}
+
+}  // namespace g4::cuda
