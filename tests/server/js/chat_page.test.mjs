@@ -49,10 +49,20 @@ test("the chat page streams an answer, stops a long one, and keeps the conversat
       if (c) window.__lengths.add(c.textContent.length);
     }).observe(document.getElementById("messages"), { childList: true, subtree: true, characterData: true });
   });
+  // The browser's download rate is capped while the answer arrives, so that
+  // its chunks reach the page in several reads even when the machine is
+  // loaded (unthrottled, a busy CI machine once delivered the whole stream
+  // in one read: the page rendered it at 2 lengths).
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Network.enable");
+  await cdp.send("Network.emulateNetworkConditions",
+                 { offline: false, latency: 20, downloadThroughput: 16 * 1024, uploadThroughput: -1 });
   await page.fill("#input", "What is a Python dictionary?");
   await page.press("#input", "Enter");
   const content = page.locator(".msg.assistant .content").last();
   await page.waitForFunction(() => document.querySelector("#stop").hidden && document.querySelector(".msg.assistant .meta"));
+  await cdp.send("Network.emulateNetworkConditions",
+                 { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
   const answer = await content.textContent();
   const seen = await page.evaluate(() => window.__lengths.size);
   assert.ok(answer.length > 20, answer);
