@@ -10,18 +10,8 @@
 namespace g4 {
 namespace {
 
-// "a directory", "a named pipe (FIFO)", ... for a non-regular file.
-const char* KindOf(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
 Status NotAFile(const std::string& path, mode_t mode) {
-  return InvalidArgument(path + " is " + KindOf(mode) + ", not a file");
+  return InvalidArgument(path + " is " + FileKindOf(mode) + ", not a file");
 }
 
 // The error for a failed stat() or open() of `path`.
@@ -38,6 +28,17 @@ Status PathError(const std::string& path, int err) {
 }
 
 }  // namespace
+
+const char* FileKindOf(unsigned mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
   if (this != &o) {
@@ -71,8 +72,7 @@ Status RequireDirectory(const std::string& path) {
     return PathError(path, errno);
   }
   if (S_ISDIR(st.st_mode)) return Status::Ok();
-  if (S_ISREG(st.st_mode)) return InvalidArgument(path + " is a regular file, not a directory");
-  return InvalidArgument(path + " is " + KindOf(st.st_mode) + ", not a directory");
+  return InvalidArgument(path + " is " + FileKindOf(st.st_mode) + ", not a directory");
 }
 
 StatusOr<OpenedFile> OpenRegularFile(const std::string& path) {

@@ -51,6 +51,10 @@ class UniqueFd {
 // What a path names, after following symlinks.
 enum class PathType { kMissing, kRegular, kDirectory, kOther };
 
+// What a file of st_mode `mode` is, for messages: "a directory", "a named
+// pipe (FIFO)", "a symbolic link" (from lstat), ..., "a regular file".
+const char* FileKindOf(unsigned mode);
+
 // kMissing for a path that does not exist (or runs through a non-directory);
 // an error for a symlink loop, a permission problem or an over-long path.
 StatusOr<PathType> StatPath(const std::string& path);

@@ -13,16 +13,6 @@
 namespace g4 {
 namespace {
 
-const char* KindOf(mode_t mode) {
-  if (S_ISLNK(mode)) return "a symbolic link";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
 // The directory holding `path`, for creating the temp file next to it and
 // fsyncing after the rename.
 std::string DirOf(const std::string& path) {
@@ -47,7 +37,7 @@ StatusOr<bool> InspectTarget(const std::string& path) {
     return IoError("cannot write " + path + ": " + std::strerror(errno));
   }
   if (S_ISREG(st.st_mode)) return true;
-  return InvalidArgument(path + " is " + KindOf(st.st_mode) +
+  return InvalidArgument(path + " is " + FileKindOf(st.st_mode) +
                          "; g4 replaces only regular files (remove it or choose another path)");
 }
 
