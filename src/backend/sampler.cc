@@ -459,34 +459,34 @@ int Sampler::Sample(float* logits, std::span<const int> context_tokens, uint64_t
   return token;
 }
 
+namespace {
+
+// f(s.field, r.field) for each scalar parameter, the pairs in one place so
+// that the two copies below cannot drift apart.
+template <class S, class R, class F>
+void ForEachScalarPair(S& s, R& r, F f) {
+  f(s.temperature, r.temperature);
+  f(s.top_p, r.top_p);
+  f(s.min_p, r.min_p);
+  f(s.xtc_probability, r.xtc_probability);
+  f(s.xtc_threshold, r.xtc_threshold);
+  f(s.repetition_penalty, r.repetition_penalty);
+  f(s.presence_penalty, r.presence_penalty);
+  f(s.frequency_penalty, r.frequency_penalty);
+  f(s.top_k, r.top_k);
+  f(s.repetition_context_size, r.repetition_context);
+  f(s.presence_context_size, r.presence_context);
+  f(s.frequency_context_size, r.frequency_context);
+}
+
+}  // namespace
+
 void CopyScalarParams(const SamplingParams& from, SampleRowParams* to) {
-  to->temperature = from.temperature;
-  to->top_p = from.top_p;
-  to->min_p = from.min_p;
-  to->xtc_probability = from.xtc_probability;
-  to->xtc_threshold = from.xtc_threshold;
-  to->repetition_penalty = from.repetition_penalty;
-  to->presence_penalty = from.presence_penalty;
-  to->frequency_penalty = from.frequency_penalty;
-  to->top_k = from.top_k;
-  to->repetition_context = from.repetition_context_size;
-  to->presence_context = from.presence_context_size;
-  to->frequency_context = from.frequency_context_size;
+  ForEachScalarPair(from, *to, [](const auto& s, auto& r) { r = s; });
 }
 
 void CopyScalarParams(const SampleRowParams& from, SamplingParams* to) {
-  to->temperature = from.temperature;
-  to->top_p = from.top_p;
-  to->min_p = from.min_p;
-  to->xtc_probability = from.xtc_probability;
-  to->xtc_threshold = from.xtc_threshold;
-  to->repetition_penalty = from.repetition_penalty;
-  to->presence_penalty = from.presence_penalty;
-  to->frequency_penalty = from.frequency_penalty;
-  to->top_k = from.top_k;
-  to->repetition_context_size = from.repetition_context;
-  to->presence_context_size = from.presence_context;
-  to->frequency_context_size = from.frequency_context;
+  ForEachScalarPair(*to, from, [](auto& s, const auto& r) { s = r; });
 }
 
 }  // namespace g4
