@@ -110,6 +110,19 @@ class KvFileTest : public ::testing::Test {
       ASSERT_TRUE(WriteStep(pool, {&seq}, {n}, {content}).ok());
     }
   }
+  // A new sequence of `length` tokens (content `content`) saved to
+  // dir_/seq.g4kv with token ids Ids(length, ids_seed); it stays resident.
+  struct Saved {
+    KvSeq seq;
+    std::string path;
+  };
+  Saved SaveNewSequence(KvPool& pool, int64_t length, uint32_t content, uint32_t ids_seed) {
+    Saved s{pool.NewSequence(), dir_ + "/seq.g4kv"};
+    Fill(pool, s.seq, length, content);
+    const Status saved = SaveKvFile(s.path, pool, s.seq, kIdentity, Ids(length, ids_seed));
+    EXPECT_TRUE(saved.ok()) << saved.ToString();
+    return s;
+  }
   std::unique_ptr<Backend> backend_;
   std::string dir_;
 };
@@ -156,10 +169,8 @@ TEST_F(KvFileTest, FilesFromAnotherModelTokenizerOrSchemeAreRefusedAndThePoolIsU
   const Gemma4Config config = MakeConfig();
   auto pool = MakePool(config, "affine:8@20", *backend_, Capacity(40));
   ASSERT_NE(pool, nullptr);
-  KvSeq seq = pool->NewSequence();
-  Fill(*pool, seq, 30, 1);
-  const std::string path = dir_ + "/seq.g4kv";
-  ASSERT_TRUE(SaveKvFile(path, *pool, seq, kIdentity, Ids(30, 2)).ok());
+  const Saved saved = SaveNewSequence(*pool, 30, 1, 2);
+  const std::string& path = saved.path;
   SynthConfig wide;
   wide.num_kv_heads = 4;
   auto other_geometry = MakePool(MakeConfig(wide), "affine:8@20", *backend_, Capacity(40));
@@ -201,10 +212,8 @@ TEST_F(KvFileTest, CorruptAndTruncatedFilesAreRefused) {
   const Gemma4Config config = MakeConfig();
   auto pool = MakePool(config, "turbo:k8v3@16", *backend_, Capacity(40));
   ASSERT_NE(pool, nullptr);
-  KvSeq seq = pool->NewSequence();
-  Fill(*pool, seq, 35, 3);
-  const std::string path = dir_ + "/seq.g4kv";
-  ASSERT_TRUE(SaveKvFile(path, *pool, seq, kIdentity, Ids(35, 4)).ok());
+  const Saved saved = SaveNewSequence(*pool, 35, 3, 4);
+  const std::string& path = saved.path;
   const std::string good = ReadAll(path);
   ASSERT_GT(good.size(), 3 * 4096u);
   // Which bytes a checksum covers: preamble fields, every layer's records, the header.
@@ -289,10 +298,8 @@ TEST_F(KvFileTest, WellFormedFilesWithImpossibleContentsAreRefused) {
   const Gemma4Config config = MakeConfig();
   auto pool = MakePool(config, "affine:8@20", *backend_, Capacity(40));
   ASSERT_NE(pool, nullptr);
-  KvSeq seq = pool->NewSequence();
-  Fill(*pool, seq, 30, 1);
-  const std::string path = dir_ + "/seq.g4kv";
-  ASSERT_TRUE(SaveKvFile(path, *pool, seq, kIdentity, Ids(30, 2)).ok());
+  const Saved saved = SaveNewSequence(*pool, 30, 1, 2);
+  const std::string& path = saved.path;
   const std::string good = ReadAll(path);
   ASSERT_TRUE(LoadKvFile(path, *pool, kIdentity).ok()) << "the rewrite itself is sound";
   struct Case {
