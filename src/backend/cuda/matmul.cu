@@ -163,18 +163,7 @@ __global__ __launch_bounds__(kGemvWarps * 32) void GemvKernel(DevWeight w, const
         const float4 f = xs[m][t * kClasses + lane];
         xv[4 * t] = f.x, xv[4 * t + 1] = f.y, xv[4 * t + 2] = f.z, xv[4 * t + 3] = f.w;
       }
-      if (kvalid == kUnit) {
-#pragma unroll
-        for (int r = 0; r < NR; ++r)
-#pragma unroll
-          for (int c = 0; c < kUnit; ++c) acc[m][r] = __fmaf_rn(xv[c], wv[r][c], acc[m][r]);
-      } else {
-#pragma unroll
-        for (int r = 0; r < NR; ++r)
-#pragma unroll
-          for (int c = 0; c < kUnit; ++c)
-            if (c < kvalid) acc[m][r] = __fmaf_rn(xv[c], wv[r][c], acc[m][r]);
-      }
+      UnitFma<NR>(xv, wv, kvalid, acc[m]);
     }
   }
   if (!active) return;

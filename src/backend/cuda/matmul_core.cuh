@@ -51,6 +51,25 @@ __device__ __forceinline__ int64_t PermutedIndex(int64_t k) {
   return ((i * 8 + within / 4) * kClasses + c) * 4 + within % 4;
 }
 
+// acc[r] += xv[c] * wv[r][c] over the unit's first kvalid columns, in
+// column order (one fma each): the canonical order's unit step.
+template <int NR>
+__device__ __forceinline__ void UnitFma(const float (&xv)[kUnit], const float (&wv)[NR][kUnit], int kvalid,
+                                        float (&acc)[NR]) {
+  if (kvalid == kUnit) {
+#pragma unroll
+    for (int r = 0; r < NR; ++r)
+#pragma unroll
+      for (int c = 0; c < kUnit; ++c) acc[r] = __fmaf_rn(xv[c], wv[r][c], acc[r]);
+  } else {
+#pragma unroll
+    for (int r = 0; r < NR; ++r)
+#pragma unroll
+      for (int c = 0; c < kUnit; ++c)
+        if (c < kvalid) acc[r] = __fmaf_rn(xv[c], wv[r][c], acc[r]);
+  }
+}
+
 // acc[m][r] += the unit's columns in order, for weight values wv[r][c]
 // (kvalid of them) and lane's permuted input pieces of round i.
 template <int MT, int NR>
@@ -65,18 +84,7 @@ __device__ __forceinline__ void UnitDot(const float (&wv)[NR][kUnit], int kvalid
       const float4 f = __ldg(xq + t * kClasses);
       xv[4 * t] = f.x, xv[4 * t + 1] = f.y, xv[4 * t + 2] = f.z, xv[4 * t + 3] = f.w;
     }
-    if (kvalid == kUnit) {
-#pragma unroll
-      for (int r = 0; r < NR; ++r)
-#pragma unroll
-        for (int c = 0; c < kUnit; ++c) acc[m][r] = __fmaf_rn(xv[c], wv[r][c], acc[m][r]);
-    } else {
-#pragma unroll
-      for (int r = 0; r < NR; ++r)
-#pragma unroll
-        for (int c = 0; c < kUnit; ++c)
-          if (c < kvalid) acc[m][r] = __fmaf_rn(xv[c], wv[r][c], acc[m][r]);
-    }
+    UnitFma<NR>(xv, wv, kvalid, acc[m]);
   }
 }
 
