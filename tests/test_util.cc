@@ -3,11 +3,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <sstream>
 
 namespace g4::testing {
@@ -24,10 +26,40 @@ std::string BinaryDir() {
   return env && *env ? env : G4_BINARY_DIR;
 }
 
+namespace {
+
+// The directories MakeTempDir made in this process, removed at its exit.
+// Test binaries call MakeTempDir hundreds of times per run (RunG4: once per
+// command), so without this every CI run left thousands in /tmp.
+class TempDirRegistry {
+ public:
+  ~TempDirRegistry() {
+    if (getpid() != owner_) return;  // a forked child exiting: the parent's directories stay
+    for (const std::string& d : dirs_) {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);  // best effort: nothing to report to at exit
+    }
+  }
+  void Add(const std::string& dir) {
+    std::lock_guard<std::mutex> lock(mu_);
+    dirs_.push_back(dir);
+  }
+
+ private:
+  const pid_t owner_ = getpid();
+  std::mutex mu_;
+  std::vector<std::string> dirs_;
+};
+
+}  // namespace
+
 std::string MakeTempDir() {
+  static TempDirRegistry registry;
   std::string tmpl = (std::filesystem::temp_directory_path() / "g4test-XXXXXX").string();
   char* p = mkdtemp(tmpl.data());
-  return p ? std::string(p) : std::string();
+  if (p == nullptr) return std::string();
+  registry.Add(p);
+  return p;
 }
 
 G4Run RunG4(const std::string& args) {

@@ -12,8 +12,9 @@ namespace g4::testing {
 // Absolute path of a file under the repo's testdata/ folder (unpacked in the
 // build tree; $G4_TESTDATA overrides the folder).
 std::string TestDataPath(const std::string& relative);
-// A fresh, empty temporary directory (removed at process exit is not
-// guaranteed; tests write small files only).
+// A fresh, empty temporary directory, removed with its contents when the
+// process that made it exits normally (a forked child's exit removes
+// nothing).
 std::string MakeTempDir();
 // Directory holding the built binaries (build/g4 lives here; $G4_BINARY_DIR
 // overrides it).
