@@ -49,7 +49,9 @@ TEST(CpuVariantsTest, BaselineIsAlwaysSupportedAndAutoPicksASupportedOne) {
   const std::string d = MakeCpuBackend()->Describe();
   EXPECT_NE(d.find(std::string(CpuKernelsName(AutoCpuKernels())) + " kernels"), std::string::npos) << d;
   // The best supported variant comes first: the auto pick is it unless G4_CPU says otherwise.
-  if (std::getenv("G4_CPU") == nullptr) EXPECT_EQ(AutoCpuKernels(), Variants().front());
+  if (std::getenv("G4_CPU") == nullptr) {
+    EXPECT_EQ(AutoCpuKernels(), Variants().front());
+  }
 }
 
 TEST(CpuVariantsTest, AffineMatMulIsBitIdenticalAcrossVariants) {

@@ -58,7 +58,8 @@ TEST_P(MatMulInvarianceTest, DenseAllDtypes) {
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (int64_t k : {1, 7, 16, 33, 100, 999}) {
       for (int64_t n : {1, 5, 31, 131, 300}) {
-        CheckRowInvariant(backend(), testing::MakeDense(n, k, t, ++seed), ++seed);
+        const testing::TestWeights w = testing::MakeDense(n, k, t, ++seed);
+        CheckRowInvariant(backend(), w, ++seed);
       }
     }
   }
@@ -78,7 +79,8 @@ TEST_P(MatMulInvarianceTest, AffineAllBitsAndGroups) {
       const DType st = scale_types[rng() % 3];
       for (int64_t groups : {1, 7}) {
         for (int64_t n : {1, 45, 300}) {
-          CheckRowInvariant(backend(), testing::MakeAffine(n, groups * group, bits, group, st, ++seed), ++seed);
+          const testing::TestWeights w = testing::MakeAffine(n, groups * group, bits, group, st, ++seed);
+          CheckRowInvariant(backend(), w, ++seed);
         }
       }
     }
@@ -96,8 +98,10 @@ TEST_P(MatMulInvarianceTest, AffineManyWeightRows) {
                            {2200, 256, 8, 128, DType::kBF16}, {8500, 96, 3, 32, DType::kBF16},
                            {300, 6400, 4, 64, DType::kBF16}};  // inputs staged in several chunks
   uint32_t seed = 900;
-  for (const Shape& s : kShapes)
-    CheckRowInvariant(backend(), testing::MakeAffine(s.n, s.k, s.bits, s.group, s.st, ++seed), ++seed);
+  for (const Shape& s : kShapes) {
+    const testing::TestWeights w = testing::MakeAffine(s.n, s.k, s.bits, s.group, s.st, ++seed);
+    CheckRowInvariant(backend(), w, ++seed);
+  }
 }
 
 TEST_P(MatMulInvarianceTest, RowSliceMatchesFullMatrix) {

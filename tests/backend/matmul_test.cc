@@ -188,11 +188,15 @@ TEST_P(MatMulTest, OneInputRowManyWeightRows) {
   // (every rows-per-warp layout of the CUDA one-row kernel), K over several
   // rounds of 32 units, every scale type.
   uint32_t seed = 700;
-  CheckMatMul(backend(), testing::MakeAffine(700, 2368, 4, 64, DType::kBF16, ++seed), 1, ++seed);
-  CheckMatMul(backend(), testing::MakeAffine(2500, 640, 4, 32, DType::kF16, ++seed), 1, ++seed);
-  CheckMatMul(backend(), testing::MakeAffine(8500, 384, 4, 128, DType::kF32, ++seed), 1, ++seed);
-  CheckMatMul(backend(), testing::MakeAffine(1100, 1152, 8, 64, DType::kBF16, ++seed), 1, ++seed);
-  CheckMatMul(backend(), testing::MakeAffine(3001, 192, 2, 64, DType::kBF16, ++seed), 1, ++seed);
+  const struct { int64_t n, k; int bits, group; DType scales; } kShapes[] = {{700, 2368, 4, 64, DType::kBF16},
+                                                                           {2500, 640, 4, 32, DType::kF16},
+                                                                           {8500, 384, 4, 128, DType::kF32},
+                                                                           {1100, 1152, 8, 64, DType::kBF16},
+                                                                           {3001, 192, 2, 64, DType::kBF16}};
+  for (const auto& s : kShapes) {
+    const testing::TestWeights w = testing::MakeAffine(s.n, s.k, s.bits, s.group, s.scales, ++seed);
+    CheckMatMul(backend(), w, 1, ++seed);
+  }
   // A few input rows with K staged in several chunks.
   const testing::TestWeights long_k = testing::MakeAffine(300, 6400, 4, 64, DType::kBF16, ++seed);
   for (int64_t m : {2, 5, 8, 13}) CheckMatMul(backend(), long_k, m, ++seed, m % 2 ? 3 : 0, 0);

@@ -81,7 +81,9 @@ TEST_P(RopeTest, ZeroFrequencyIsExactPassThroughAndPositionZeroIsIdentity) {
     for (int i = 0; i < head_dim; ++i) {
       EXPECT_EQ(got[h * head_dim + i], x0[h * head_dim + i]) << "position 0, head " << h << " dim " << i;
       const bool rotated = (i % 32) < 8;
-      if (!rotated) EXPECT_EQ(got[(4 + h) * head_dim + i], x0[(4 + h) * head_dim + i]) << "dim " << i;
+      if (!rotated) {
+        EXPECT_EQ(got[(4 + h) * head_dim + i], x0[(4 + h) * head_dim + i]) << "dim " << i;
+      }
     }
   }
 }

@@ -234,7 +234,9 @@ TEST_P(SampleRowsTest, GreedyRowsTakeTheArgmaxAndSeedsOnlyMoveSampledRows) {
     std::vector<float> l;
     LogProbs lp;
     EXPECT_EQ(got.ids[r], ReferenceRow(b, r, -1, &l, &lp)) << "row " << r;
-    if (r < 8) EXPECT_EQ(got.ids[r], best);
+    if (r < 8) {
+      EXPECT_EQ(got.ids[r], best);
+    }
     if (r >= 8) sampled.insert(got.ids[r]);
   }
   EXPECT_GT(sampled.size(), 1u) << "eight (seed, step) pairs at temperature 1.5 all drew one token";
