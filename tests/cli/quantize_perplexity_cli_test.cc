@@ -100,7 +100,9 @@ TEST(PerplexityCli, BadInputFailsCleanly) {
     const RunResult r = RunG4(c.args);
     EXPECT_FALSE(r.signaled) << c.args;
     EXPECT_EQ(r.exit_code, c.code) << c.args << "\n" << r.all;
-    if (c.code == 1) EXPECT_NE(r.all.find("g4 perplexity:"), std::string::npos) << r.all;
+    if (c.code == 1) {
+      EXPECT_NE(r.all.find("g4 perplexity:"), std::string::npos) << r.all;
+    }
   }
 }
 

@@ -24,6 +24,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Checkpoint options without a progress callback (a braced {bits, group}
+// leaves that member out, which -Wextra flags at every call).
+QuantizeOptions Opts(int bits, int group_size) {
+  QuantizeOptions o;
+  o.bits = bits;
+  o.group_size = group_size;
+  return o;
+}
+
 // Quantizes `w` (rows x cols) and returns it as a WeightMatrix over the
 // returned buffers, so DequantizeRow (the loader's reference) decodes it.
 struct Quantized {
@@ -125,10 +134,16 @@ TEST_P(RowQuantizeTest, EdgeOfLargerMagnitudeIsTheBiasAndZeroStaysNearZero) {
       const float lo = *std::min_element(x, x + gs), hi = *std::max_element(x, x + gs);
       const float edge = std::fabs(lo) > std::fabs(hi) ? lo : hi;
       const float b = Bf16ToF32(q.biases[r * (cols / gs) + g0 / gs]);
-      if (edge != 0.0f) EXPECT_EQ(b, RoundBf16(edge)) << "row " << r << " group " << g0 / gs;
+      if (edge != 0.0f) {
+        EXPECT_EQ(b, RoundBf16(edge)) << "row " << r << " group " << g0 / gs;
+      }
       for (int i = 0; i < gs; ++i) {
-        if (x[i] == edge) EXPECT_NEAR(deq[g0 + i], edge, 1e-2f * std::fabs(edge));
-        if (x[i] == 0.0f) EXPECT_NEAR(deq[g0 + i], 0.0f, 0.02f * std::fabs(edge) + 1e-6f);
+        if (x[i] == edge) {
+          EXPECT_NEAR(deq[g0 + i], edge, 1e-2f * std::fabs(edge));
+        }
+        if (x[i] == 0.0f) {
+          EXPECT_NEAR(deq[g0 + i], 0.0f, 0.02f * std::fabs(edge) + 1e-6f);
+        }
       }
     }
   }
@@ -185,7 +200,7 @@ GoldenRun RunGolden(const std::string& name, const std::string& out, int bits, s
                     std::unique_ptr<Backend>* backend) {
   GoldenRun run;
   const std::string src = testing::TestDataPath("models/" + name);
-  auto r = QuantizeCheckpoint(src, out, {bits, 64});
+  auto r = QuantizeCheckpoint(src, out, Opts(bits, 64));
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (!r.ok()) return run;
   *backend = MakeCpuBackend();
@@ -227,7 +242,9 @@ TEST_P(FixtureTest, EightBitIsCloseAndFourBitIsBoundedAgainstTheOriginalsGolden)
   ASSERT_GT(q8.stats.rows, 0);
   ASSERT_GT(q4.stats.rows, 0);
   EXPECT_LT(q8.mean_abs, 0.5);
-  if (q8.bf16_max_abs > 0) EXPECT_LT(q8.stats.max_abs, 1.5 * q8.bf16_max_abs);
+  if (q8.bf16_max_abs > 0) {
+    EXPECT_LT(q8.stats.max_abs, 1.5 * q8.bf16_max_abs);
+  }
   EXPECT_GE(q8.stats.top1_agree, q8.stats.rows - 2);
   EXPECT_LT(q4.mean_abs, 6.0);
   EXPECT_GT(q4.mean_abs, q8.mean_abs);  // fewer bits, more error
@@ -241,7 +258,7 @@ INSTANTIATE_TEST_SUITE_P(HfFixtures, FixtureTest, ::testing::Values("tiny-e", "t
 
 TEST(QuantizeCheckpoint, MoeExpertsAreSplitAndTheRouterStaysAtEightBits) {
   const std::string out = testing::MakeTempDir() + "/moe";
-  ASSERT_TRUE(QuantizeCheckpoint(testing::TestDataPath("models/tiny-moe"), out, {4, 64}).ok());
+  ASSERT_TRUE(QuantizeCheckpoint(testing::TestDataPath("models/tiny-moe"), out, Opts(4, 64)).ok());
   std::ifstream in(out + "/config.json");
   const auto cfg = nlohmann::json::parse(in);
   EXPECT_EQ(cfg["model_type"], "gemma4");
@@ -264,7 +281,7 @@ TEST(QuantizeCheckpoint, MoeExpertsAreSplitAndTheRouterStaysAtEightBits) {
 
 TEST(QuantizeCheckpoint, DequantizedWeightsStayNearTheOriginals) {
   const std::string out = testing::MakeTempDir() + "/q4";
-  ASSERT_TRUE(QuantizeCheckpoint(testing::TestDataPath("models/tiny-e"), out, {4, 64}).ok());
+  ASSERT_TRUE(QuantizeCheckpoint(testing::TestDataPath("models/tiny-e"), out, Opts(4, 64)).ok());
   auto backend = MakeCpuBackend();
   auto model = Gemma4Model::Load(out, *backend);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -329,8 +346,8 @@ TEST(QuantizeCheckpoint, DropsSharedKvTiedHeadAndTowers) {
   writer.Add("model.vision_tower.patch.weight", k0->dtype, k0->shape, k0->data, k0->nbytes);
   ASSERT_TRUE(writer.Write(extra + "/model.safetensors").ok());
 
-  auto plain = QuantizeCheckpoint(src, tmp + "/plain", {4, 64});
-  auto with_extra = QuantizeCheckpoint(extra, tmp + "/with-extra", {4, 64});
+  auto plain = QuantizeCheckpoint(src, tmp + "/plain", Opts(4, 64));
+  auto with_extra = QuantizeCheckpoint(extra, tmp + "/with-extra", Opts(4, 64));
   ASSERT_TRUE(plain.ok() && with_extra.ok());
   EXPECT_EQ(with_extra->dropped, plain->dropped + 5);
   EXPECT_EQ(with_extra->quantized, plain->quantized);
@@ -375,7 +392,7 @@ TEST(QuantizeCheckpoint, KeepsAnUntiedHeadAndTheModelUsesIt) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_NE(a->logits, b->logits) << "the untied head was not used";
 
-  auto q = QuantizeCheckpoint(untied, tmp + "/q4", {4, 64});
+  auto q = QuantizeCheckpoint(untied, tmp + "/q4", Opts(4, 64));
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   auto qc = Checkpoint::Open(tmp + "/q4");
   ASSERT_TRUE(qc.ok());
@@ -390,16 +407,16 @@ TEST(QuantizeCheckpoint, KeepsAnUntiedHeadAndTheModelUsesIt) {
 TEST(QuantizeErrors, RejectsBadOptionsAndQuantizedInput) {
   const std::string tmp = testing::MakeTempDir();
   const std::string tiny = testing::TestDataPath("models/tiny-e");
-  auto bits = QuantizeCheckpoint(tiny, tmp + "/a", {7, 64});
+  auto bits = QuantizeCheckpoint(tiny, tmp + "/a", Opts(7, 64));
   EXPECT_EQ(bits.status().code(), StatusCode::kInvalidArgument);
-  auto group = QuantizeCheckpoint(tiny, tmp + "/b", {4, 48});
+  auto group = QuantizeCheckpoint(tiny, tmp + "/b", Opts(4, 48));
   EXPECT_EQ(group.status().code(), StatusCode::kInvalidArgument);
-  auto again = QuantizeCheckpoint(testing::TestDataPath("models/tiny-e-q4"), tmp + "/c", {4, 64});
+  auto again = QuantizeCheckpoint(testing::TestDataPath("models/tiny-e-q4"), tmp + "/c", Opts(4, 64));
   EXPECT_EQ(again.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(again.status().message().find("[quantize]"), std::string::npos);
-  auto missing = QuantizeCheckpoint(tmp + "/nope", tmp + "/d", {4, 64});
+  auto missing = QuantizeCheckpoint(tmp + "/nope", tmp + "/d", Opts(4, 64));
   EXPECT_FALSE(missing.ok());
-  auto same = QuantizeCheckpoint(tiny, tiny, {4, 64});
+  auto same = QuantizeCheckpoint(tiny, tiny, Opts(4, 64));
   EXPECT_EQ(same.status().code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(fs::exists(tmp + "/a/model.safetensors"));
 }

@@ -34,7 +34,9 @@ std::vector<float> TeacherForced(testing::ModelRunner& r, const std::vector<int3
   EXPECT_TRUE(logits.ok()) << logits.status().ToString();
   std::vector<float> out = logits.ok() ? *logits : std::vector<float>();
   for (size_t i = head; i < ids.size(); ++i) {
-    if (r.pool().max_append_tokens(seq) == 0) EXPECT_TRUE(r.pool().Maintain(seq).ok());
+    if (r.pool().max_append_tokens(seq) == 0) {
+      EXPECT_TRUE(r.pool().Maintain(seq).ok());
+    }
     auto rows = r.Step({{&seq, {ids[i]}, true}});
     EXPECT_TRUE(rows.ok()) << rows.status().ToString();
     if (rows.ok()) out.insert(out.end(), (*rows)[0].begin(), (*rows)[0].end());

@@ -154,7 +154,9 @@ TEST(Server, AClientThatGoesAwayIsCancelledAndItsBlocksFreed) {
     {
       RawStream r(s.port(), "/v1/chat/completions", Chat("Tell me a long story.", 4000, stream, kNoEnd));
       ASSERT_TRUE(Eventually([&] { return MetricValue(s.port(), "g4_running_sequences") == 1; }));
-      if (stream) ASSERT_TRUE(r.ReadUntil("\"content\":\" "));
+      if (stream) {
+        ASSERT_TRUE(r.ReadUntil("\"content\":\" "));
+      }
       EXPECT_GT(MetricValue(s.port(), "g4_kv_blocks_used{group=\"full\",store=\"0\"}"), 0);
     }  // closed
     EXPECT_TRUE(Eventually([&] {

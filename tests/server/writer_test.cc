@@ -150,7 +150,9 @@ TEST(ChatWriter, StreamAccumulatesToTheWholeResponse) {
         EXPECT_EQ(calls[i][k]["function"]["name"], wc[k]["function"]["name"]);
         EXPECT_EQ(calls[i][k]["function"]["arguments"], wc[k]["function"]["arguments"]);
       }
-      if (!wc.empty() && i != 1) EXPECT_EQ(w["finish_reason"], "tool_calls");
+      if (!wc.empty() && i != 1) {
+        EXPECT_EQ(w["finish_reason"], "tool_calls");
+      }
     }
   }
 }
@@ -224,8 +226,12 @@ TEST(MessagesWriter, StreamFollowsTheEventGrammarAndEqualsTheWholeMessage) {
     for (size_t k = 0; k < blocks.size(); ++k) {
       const Json& w = want["content"][k];
       EXPECT_EQ(blocks[k]["type"], w["type"]);
-      if (w["type"] == "text") EXPECT_EQ(blocks[k]["text"], w["text"]);
-      if (w["type"] == "thinking") EXPECT_EQ(blocks[k]["thinking"], w["thinking"]);
+      if (w["type"] == "text") {
+        EXPECT_EQ(blocks[k]["text"], w["text"]);
+      }
+      if (w["type"] == "thinking") {
+        EXPECT_EQ(blocks[k]["thinking"], w["thinking"]);
+      }
       if (w["type"] == "tool_use") {
         EXPECT_EQ(blocks[k]["name"], w["name"]);
         EXPECT_EQ(Json::parse(blocks[k]["partial"].get<std::string>()), w["input"]);

@@ -148,7 +148,9 @@ TEST(StreamDecoder, RandomValidByteRunsMatchDecode) {
     const std::string decoded = GemmaTokenizer().Decode(ids);
     EXPECT_TRUE(ValidUtf8(decoded));
     for (const std::string& p : pieces) EXPECT_TRUE(ValidUtf8(p));
-    if (decoded.find("\xEF\xBF\xBD") == std::string::npos) EXPECT_EQ(streamed, decoded) << "trial " << trial;
+    if (decoded.find("\xEF\xBF\xBD") == std::string::npos) {
+      EXPECT_EQ(streamed, decoded) << "trial " << trial;
+    }
   }
 }
 
