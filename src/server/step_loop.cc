@@ -52,7 +52,7 @@ void StepLoop::StartJob(const std::shared_ptr<Job>& job) {
   const JobSpec& spec = j->spec();
   const std::vector<int32_t>& p = spec.prompt;
   const bool caching = cache_ && cache_->enabled() && spec.cache;
-  j->on_finish = [this, j, caching](KvSeq seq, std::vector<int32_t> tokens, int) {
+  j->on_finish = [this, caching](KvSeq seq, std::vector<int32_t> tokens, int) {
     if (caching && seq.valid()) cache_->Insert(seq, std::move(tokens));
   };
   j->on_prefill = [this, j, caching](KvSeq seq, const Status&) {
