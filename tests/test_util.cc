@@ -29,8 +29,8 @@ std::string BinaryDir() {
 namespace {
 
 // The directories MakeTempDir made in this process, removed at its exit.
-// Test binaries call MakeTempDir hundreds of times per run (RunG4: once per
-// command), so without this every CI run left thousands in /tmp.
+// Test binaries call MakeTempDir hundreds of times per run, so without this
+// every CI run left thousands in /tmp.
 class TempDirRegistry {
  public:
   ~TempDirRegistry() {
@@ -64,18 +64,28 @@ std::string MakeTempDir() {
 
 G4Run RunG4(const std::string& args) {
   G4Run r;
-  const std::string err = MakeTempDir() + "/stderr";
+  // One directory per command, removed as soon as its stderr is read: a test
+  // binary runs hundreds of commands and should not hold their files to exit.
+  const std::string dir = MakeTempDir();
+  if (dir.empty()) {
+    r.all = "RunG4: could not make a temporary directory for stderr";
+    return r;
+  }
+  const std::string err = dir + "/stderr";
   const std::string cmd = BinaryDir() + "/g4 " + args + " 2>" + err;
   FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.signaled = WIFSIGNALED(status);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err);
-  r.all = r.out + std::string(std::istreambuf_iterator<char>(e), {});
+  if (p) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    const int status = pclose(p);
+    r.signaled = WIFSIGNALED(status);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream e(err);
+    r.all = r.out + std::string(std::istreambuf_iterator<char>(e), {});
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
   return r;
 }
 

@@ -10,13 +10,6 @@ constexpr std::string_view kThink = "<|think|>";
 
 }  // namespace
 
-ChatMessage TextMessage(std::string role, std::string content) {
-  ChatMessage m;
-  m.role = std::move(role);
-  m.content = std::move(content);
-  return m;
-}
-
 StatusOr<std::string> Conversation::Render(bool empty_thought_channel) const {
   std::vector<ChatMessage> messages;
   if (!system.empty()) messages.push_back(TextMessage("system", system));

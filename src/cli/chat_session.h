@@ -16,9 +16,6 @@
 
 namespace g4::cli {
 
-// A message with only a role and content.
-ChatMessage TextMessage(std::string role, std::string content);
-
 struct Conversation {
   std::string system;
   bool think = false;

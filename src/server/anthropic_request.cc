@@ -205,12 +205,7 @@ StatusOr<ChatRequest> ParseMessagesRequest(const Json& body, bool count_tokens, 
 
   std::string system;
   G4_RETURN_IF_ERROR(ParseSystem(body, &system));
-  if (!system.empty()) {
-    ChatMessage m;
-    m.role = "system";
-    m.content = system;
-    r.messages.push_back(std::move(m));
-  }
+  if (!system.empty()) r.messages.push_back(TextMessage("system", std::move(system)));
   const Json* msgs = Find(body, "messages");
   if (!msgs) return FieldError("messages", "is required");
   if (!msgs->is_array()) return FieldError("messages", "must be an array");

@@ -355,6 +355,13 @@ std::string NormalizeRole(const std::string& role) {
 
 }  // namespace
 
+ChatMessage TextMessage(std::string role, std::string content) {
+  ChatMessage m;
+  m.role = std::move(role);
+  m.content = std::move(content);
+  return m;
+}
+
 StatusOr<std::string> RenderChat(const std::vector<ChatMessage>& messages, const ChatOptions& options) {
   if (messages.empty()) return InvalidArgument("[chat] no messages to render");
 

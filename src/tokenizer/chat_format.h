@@ -44,6 +44,9 @@ struct ChatMessage {
   std::string name;
 };
 
+// A message with only a role and content.
+ChatMessage TextMessage(std::string role, std::string content);
+
 struct ToolDefinition {
   std::string name;
   std::string description;

@@ -58,11 +58,8 @@ Parsed Streamed(const std::string& output, bool tools, std::mt19937& rng) {
 std::string RenderedCall(const std::string& name, const std::string& args_json) {
   ChatOptions options;
   options.add_generation_prompt = false;
-  std::vector<ChatMessage> msgs(1);
-  msgs[0].role = "user";
-  msgs[0].content = "q";
-  ChatMessage a;
-  a.role = "assistant";
+  std::vector<ChatMessage> msgs{TextMessage("user", "q")};
+  ChatMessage a = TextMessage("assistant", "");
   a.tool_calls.push_back({"", name, args_json});
   msgs.push_back(a);
   auto text = RenderChat(msgs, options);

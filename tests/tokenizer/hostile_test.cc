@@ -177,11 +177,7 @@ TEST(TokenizerHostile, TokenizerConfigIsBoundedJson) {
 
 TEST(TokenizerHostile, NonUtf8ChatContentNamesMessageAndOffset) {
   // The offset is into the message, not into the rendered template.
-  std::vector<ChatMessage> msgs(2);
-  msgs[0].role = "system";
-  msgs[0].content = "Be brief.";
-  msgs[1].role = "user";
-  msgs[1].content = "abc\xff";
+  std::vector<ChatMessage> msgs{TextMessage("system", "Be brief."), TextMessage("user", "abc\xff")};
   auto r = RenderChat(msgs, ChatOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
