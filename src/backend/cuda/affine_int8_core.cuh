@@ -120,9 +120,10 @@ __device__ __forceinline__ void Unpack(const uint32_t (&wd)[B], uint32_t (&quad)
 // group q of the round handed to lane q. Both one-row kernels
 // (affine_int8_row.cu, affine_int8_row_block.cu) call this.
 template <int B, int P>
-__device__ __forceinline__ int RoundGroupSum(const uint32_t (&wd)[P][B], const int8_t* xq, int c0, int chunks,
-                                             int lane) {
+__device__ __forceinline__ int RoundGroupSum(const uint32_t (&wd)[P][B], const int8_t* q, int64_t in_row, int64_t ldq,
+                                             int c0, int chunks, int lane) {
   constexpr int G = 32 / P;  // groups per chunk load instruction
+  const int8_t* xq = q + in_row * ldq;
   int s[P];
 #pragma unroll
   for (int j = 0; j < P; ++j) {

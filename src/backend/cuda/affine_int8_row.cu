@@ -155,8 +155,7 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
       if (at.s >= end) break;
       const int c0 = at.k * 32 * P + lane;
       const int64_t in_row = kTable ? prod[at.p].in_row : 0;  // host-described: row 0, folded away
-      const int8_t* xq = qr.q + in_row * qr.ldq;
-      const int isum = RoundGroupSum<B, P>(wd[d], xq, c0, chunks, lane);
+      const int isum = RoundGroupSum<B, P>(wd[d], qr.q, in_row, qr.ldq, c0, chunks, lane);
       const int g = at.k * 32 + lane;
       if (g < groups)
         terms[warp][at.i][lane] =

@@ -109,7 +109,7 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowBlockKernel(OutS
       const int t = t0 + kWarps * d;
       if (t >= items) break;
       const int c0 = at.k * 32 * P + lane;
-      const int isum = RoundGroupSum<B, P>(wd[d], qr.q, c0, chunks, lane);
+      const int isum = RoundGroupSum<B, P>(wd[d], qr.q, 0, qr.ldq, c0, chunks, lane);
       const int g = at.k * 32 + lane;
       if (g < groups)
         terms[at.r * ld + g] = make_float4(__int2float_rn(isum), __fmul_rn(sc[d], qr.d[g]), bi[d], qr.xs[g]);
