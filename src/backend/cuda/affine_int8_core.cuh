@@ -112,6 +112,44 @@ __device__ __forceinline__ void Unpack(const uint32_t (&wd)[B], uint32_t (&quad)
   }
 }
 
+// One lane's part of a one-row item (a row's round of 32 groups): the
+// group sum of group lane % (32 / P) + 32 / P * j, for the j = lane / (32 /
+// P) of this lane. Chunk load j of the item holds chunk c0 + 32 j (codes
+// wd[j], skipped past `chunks`); its dp4a with the quantized input xq, then
+// a group's P chunk sums (adjacent lanes of one load) added by shuffles, and
+// group q of the round handed to lane q. Both one-row kernels
+// (affine_int8_row.cu, affine_int8_row_block.cu) call this.
+template <int B, int P>
+__device__ __forceinline__ int RoundGroupSum(const uint32_t (&wd)[P][B], const int8_t* q, int64_t in_row, int64_t ldq,
+                                             int c0, int chunks, int lane) {
+  constexpr int G = 32 / P;  // groups per chunk load instruction
+  const int8_t* xq = q + in_row * ldq;
+  int s[P];
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    s[j] = 0;
+    if (c0 + 32 * j < chunks) {
+      uint32_t quad[8];
+      Unpack<B>(wd[j], quad);
+      const uint4* qp = reinterpret_cast<const uint4*>(xq + (c0 + 32 * j) * 32);
+      const uint4 a = __ldg(qp), b = __ldg(qp + 1);
+      int v = Dp4a(quad[0], a.x, 0);
+      v = Dp4a(quad[1], a.y, v), v = Dp4a(quad[2], a.z, v), v = Dp4a(quad[3], a.w, v);
+      v = Dp4a(quad[4], b.x, v), v = Dp4a(quad[5], b.y, v), v = Dp4a(quad[6], b.z, v);
+      s[j] = Dp4a(quad[7], b.w, v);
+    }
+  }
+  int isum = 0;
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+#pragma unroll
+    for (int m = 1; m < P; m <<= 1) s[j] += __shfl_xor_sync(0xffffffffu, s[j], m);
+    const int v = __shfl_sync(0xffffffffu, s[j], (lane % G) * P);
+    if (lane / G == j) isum = v;
+  }
+  return isum;
+}
+
 // Up to kMaxAffineOuts products in one launch: unit b (a block column of
 // the tiled kernel, a weight row of the one-row kernel) belongs to product
 // i when first_block[i] <= b < first_block[i + 1].
