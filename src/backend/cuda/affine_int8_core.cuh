@@ -173,6 +173,30 @@ struct OutSet {
   }
 };
 
+// The input rows and weights of a block of the tiled kernels (rows of tiles
+// of kRowsPerTile): with expert tiles (src.table), tile blockIdx.y's rows
+// and its expert's codes, scales and biases (into w, whose vec16 then also
+// needs the expert's codes 16-byte aligned); false for a tile past
+// *num_tiles (the block does nothing). Plain: the block's rows of src.M.
+template <int kRowsPerTile>
+__device__ __forceinline__ bool BlockTile(const TileSource& src, DevWeight& w, int64_t& x0, int& count) {
+  if (src.table) {
+    const int tile = blockIdx.y;
+    if (tile >= *src.num_tiles) return false;
+    const int e = src.tile_expert[tile];
+    x0 = src.tile_start[tile];
+    count = src.tile_count[tile];
+    w.data = src.table[3 * e];
+    w.scales = src.table[3 * e + 1];
+    w.biases = src.table[3 * e + 2];
+    w.vec16 = w.vec16 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+  } else {
+    x0 = static_cast<int64_t>(blockIdx.y) * kRowsPerTile;
+    count = static_cast<int>(min(static_cast<int64_t>(kRowsPerTile), src.M - x0));
+  }
+  return true;
+}
+
 // The set of `outs` (1 to kMaxAffineOuts products sharing column count and
 // group size) with `rows_per_unit` weight rows per unit; `what` names the
 // caller in errors.

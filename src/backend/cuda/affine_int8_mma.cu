@@ -134,20 +134,7 @@ AffineMmaKernel(OutSet set, QRows qr, TileSource src) {
   FollowPredecessor();
   int64_t x0;
   int count;
-  if (src.table) {
-    const int tile = blockIdx.y;
-    if (tile >= *src.num_tiles) return;
-    const int e = src.tile_expert[tile];
-    x0 = src.tile_start[tile];
-    count = src.tile_count[tile];
-    w.data = src.table[3 * e];
-    w.scales = src.table[3 * e + 1];
-    w.biases = src.table[3 * e + 2];
-    w.vec16 = w.vec16 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
-  } else {
-    x0 = static_cast<int64_t>(blockIdx.y) * S::BM;
-    count = static_cast<int>(min(static_cast<int64_t>(S::BM), src.M - x0));
-  }
+  if (!BlockTile<S::BM>(src, w, x0, count)) return;
   const int64_t n0 = static_cast<int64_t>(static_cast<int32_t>(blockIdx.x) - set.first_block[which]) * S::BN;
   const int64_t groups = w.groups_per_row, chunks = groups * GP;
   const int64_t ktiles = (chunks + kTileChunks - 1) / kTileChunks;
