@@ -57,8 +57,13 @@ __device__ __forceinline__ const uint8_t* TileRecord(const uint8_t* mine, int j)
 //     the warps' sums added in warp order.
 // Every step's order is fixed by the row alone.
 template <int D32, int GP>
-__global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int head_groups, int group_heads) {
-  constexpr int KB = D32 <= 8 ? kKeysPerWarp : kKeysPerWarp / 2;  // keys loaded at once
+__global__ __launch_bounds__(kWarps * 32, GP == 1 ? 1 : 2) void SplitKernel(AttnParams a, int head_groups,
+                                                                        int group_heads) {
+  // Keys loaded at once: a narrow block 8 (4 at head_dim 512); a grouped
+  // one, whose q and acc hold GP heads, at most 32 floats of them, so that
+  // it fits 128 registers (two blocks per SM) without spilling.
+  constexpr int KB = GP == 1 ? (D32 <= 8 ? kKeysPerWarp : kKeysPerWarp / 2)
+                             : (32 / D32 < kKeysPerWarp ? (32 / D32 > 0 ? 32 / D32 : 1) : kKeysPerWarp);
   extern __shared__ float sm[];
   float* sc = sm;                       // [GP][kSplitKeys] scores, then p
   float* stats = sc + GP * kSplitKeys;  // [2][GP]: m, l

@@ -203,7 +203,15 @@ __device__ __forceinline__ void LoadSlice(const AttnStore& st, const uint8_t* re
   if (st.vec) {
     LoadElems<N>(st, rec, base, valid, value, out);
   } else {
-    LoadElemsDecoded<N>(st, rec, base, valid, value, out);
+    // The call takes addresses: handed the caller's store and slice, it
+    // would keep both in local memory on the plain path too (every plain
+    // key's elements stored to the stack and read back, the store's fields
+    // read from it). Copies, made on this path only, keep them in registers.
+    const AttnStore copy = st;
+    float decoded[N];
+    LoadElemsDecoded<N>(copy, rec, base, valid, value, decoded);
+#pragma unroll
+    for (int i = 0; i < N; ++i) out[i] = decoded[i];
   }
 }
 
