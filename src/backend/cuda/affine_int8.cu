@@ -194,19 +194,6 @@ void LaunchForPieces(int mt, const OutSet& set, const QRows& qr, const TileSourc
   G4_CUDA_LAUNCHED();
 }
 
-template <int B>
-void LaunchForBits(int mt, const OutSet& set, int group, const QRows& qr, const TileSource& src,
-                   int64_t tiles, cudaStream_t stream) {
-  switch (group) {
-    case 32:
-      return LaunchForPieces<B, 1>(mt, set, qr, src, tiles, stream);
-    case 64:
-      return LaunchForPieces<B, 2>(mt, set, qr, src, tiles, stream);
-    default:
-      return LaunchForPieces<B, 4>(mt, set, qr, src, tiles, stream);
-  }
-}
-
 }  // namespace
 
 size_t QRowsBytes(int64_t rows, int64_t k, int group) {
@@ -246,21 +233,8 @@ void AffineInt8MatMul(std::span<const AffineOut> outs, int bits, const QRows& qr
                "[cuda] AffineInt8MatMul: one product for expert tiles");
   const OutSet set = MakeOutSet(outs, kRows, "[cuda] AffineInt8MatMul");
   if (tiles == 0 || set.first_block[set.n] == 0) return;
-  const int group = outs[0].w.group;
-  switch (bits) {
-    case 2:
-      return LaunchForBits<2>(mt, set, group, qr, src, tiles, stream);
-    case 3:
-      return LaunchForBits<3>(mt, set, group, qr, src, tiles, stream);
-    case 4:
-      return LaunchForBits<4>(mt, set, group, qr, src, tiles, stream);
-    case 5:
-      return LaunchForBits<5>(mt, set, group, qr, src, tiles, stream);
-    case 6:
-      return LaunchForBits<6>(mt, set, group, qr, src, tiles, stream);
-    default:
-      return LaunchForBits<8>(mt, set, group, qr, src, tiles, stream);
-  }
+  ForAffineFormat(bits, outs[0].w.group,
+                  [&]<int B, int P>() { LaunchForPieces<B, P>(mt, set, qr, src, tiles, stream); });
 }
 
 }  // namespace g4::cuda

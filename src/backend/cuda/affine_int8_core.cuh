@@ -195,6 +195,44 @@ __device__ __forceinline__ bool BlockTile(const TileSource& src, DevWeight& w, i
     count = static_cast<int>(min(static_cast<int64_t>(kRowsPerTile), src.M - x0));
   }
   return true;
+
+// Whether there are products and all have bf16 scales and 16-byte aligned
+// codes: what the one-row kernels' instances specialized for them take.
+inline bool AllBf16Aligned(std::span<const AffineOut> outs) {
+  for (const AffineOut& o : outs)
+    if (o.w.scale_type != kSBF16 || !o.w.vec16) return false;
+  return !outs.empty();
+}
+
+// The instances every affine kernel is built for: f.template operator()<B,
+// P>() for B = bits (2, 3, 4, 5 or 6; anything else 8) and P = 32-column
+// chunks per group (group 32: 1, 64: 2, anything else 4). Host code.
+template <typename F>
+void ForAffineFormat(int bits, int group, F&& f) {
+  const auto with_bits = [&]<int B>() {
+    switch (group) {
+      case 32:
+        return f.template operator()<B, 1>();
+      case 64:
+        return f.template operator()<B, 2>();
+      default:
+        return f.template operator()<B, 4>();
+    }
+  };
+  switch (bits) {
+    case 2:
+      return with_bits.template operator()<2>();
+    case 3:
+      return with_bits.template operator()<3>();
+    case 4:
+      return with_bits.template operator()<4>();
+    case 5:
+      return with_bits.template operator()<5>();
+    case 6:
+      return with_bits.template operator()<6>();
+    default:
+      return with_bits.template operator()<8>();
+  }
 }
 
 // The set of `outs` (1 to kMaxAffineOuts products sharing column count and

@@ -332,19 +332,6 @@ void LaunchForRows(int bm, std::span<const AffineOut> outs, const QRows& qr, con
   return LaunchMma<B, GP, 2, 1, 1>(outs, qr, src, tiles, stream);
 }
 
-template <int B>
-void LaunchForGroup(int bm, std::span<const AffineOut> outs, const QRows& qr, const TileSource& src, int64_t tiles,
-                    cudaStream_t stream) {
-  switch (outs[0].w.group) {
-    case 32:
-      return LaunchForRows<B, 1>(bm, outs, qr, src, tiles, stream);
-    case 64:
-      return LaunchForRows<B, 2>(bm, outs, qr, src, tiles, stream);
-    default:
-      return LaunchForRows<B, 4>(bm, outs, qr, src, tiles, stream);
-  }
-}
-
 }  // namespace
 
 int AffineMmaTileRows(int64_t rows) { return rows <= 8 ? 8 : rows <= 32 ? 32 : 64; }
@@ -355,20 +342,8 @@ void AffineInt8MmaMatMul(std::span<const AffineOut> outs, int bits, const QRows&
   G4_CHECK_MSG(tiles <= 65535, "[cuda] MatMul: too many input rows for one launch");
   G4_CHECK_MSG(src.table == nullptr || outs.size() == 1,
                "[cuda] AffineInt8MmaMatMul: one product for expert tiles");
-  switch (bits) {
-    case 2:
-      return LaunchForGroup<2>(bm, outs, qr, src, tiles, stream);
-    case 3:
-      return LaunchForGroup<3>(bm, outs, qr, src, tiles, stream);
-    case 4:
-      return LaunchForGroup<4>(bm, outs, qr, src, tiles, stream);
-    case 5:
-      return LaunchForGroup<5>(bm, outs, qr, src, tiles, stream);
-    case 6:
-      return LaunchForGroup<6>(bm, outs, qr, src, tiles, stream);
-    default:
-      return LaunchForGroup<8>(bm, outs, qr, src, tiles, stream);
-  }
+  ForAffineFormat(bits, outs[0].w.group,
+                  [&]<int B, int P>() { LaunchForRows<B, P>(bm, outs, qr, src, tiles, stream); });
 }
 
 int AffineMmaMinRows() {

@@ -204,14 +204,6 @@ void LaunchKernel(const OutSet& set, const QRows& qr, const RowProduct* table, i
                   dim3(kRowWarps * 32), 0, stream, set, qr, table, table_n, static_cast<int32_t>(units), groups);
 }
 
-// Host-described products that all have bf16 scales and 16-byte aligned
-// codes take the kernel specialized for them (no per-item type checks).
-bool AllBf16Aligned(const OutSet& set) {
-  for (int i = 0; i < set.n; ++i)
-    if (set.out[i].w.scale_type != kSBF16 || !set.out[i].w.vec16) return false;
-  return set.n > 0;
-}
-
 // A table's products share scale_type (the experts of one matrix).
 template <int B, int P>
 void Launch(const OutSet& set, const QRows& qr, const RowProduct* table, int table_n, int scale_type, int64_t units,
@@ -221,39 +213,11 @@ void Launch(const OutSet& set, const QRows& qr, const RowProduct* table, int tab
       return LaunchKernel<B, P, true, kSBF16, false>(set, qr, table, table_n, units, groups, stream);
     return LaunchKernel<B, P, true, -1, false>(set, qr, table, table_n, units, groups, stream);
   }
-  if (AllBf16Aligned(set))
+  // Host-described products that all have bf16 scales and 16-byte aligned
+  // codes take the kernel specialized for them (no per-item type checks).
+  if (AllBf16Aligned(std::span<const AffineOut>(set.out, static_cast<size_t>(set.n))))
     return LaunchKernel<B, P, false, kSBF16, true>(set, qr, table, table_n, units, groups, stream);
   LaunchKernel<B, P, false, -1, false>(set, qr, table, table_n, units, groups, stream);
-}
-
-template <int B, typename... Args>
-void LaunchForBits(int group, Args&&... args) {
-  switch (group) {
-    case 32:
-      return Launch<B, 1>(std::forward<Args>(args)...);
-    case 64:
-      return Launch<B, 2>(std::forward<Args>(args)...);
-    default:
-      return Launch<B, 4>(std::forward<Args>(args)...);
-  }
-}
-
-template <typename... Args>
-void LaunchFor(int bits, int group, Args&&... args) {
-  switch (bits) {
-    case 2:
-      return LaunchForBits<2>(group, std::forward<Args>(args)...);
-    case 3:
-      return LaunchForBits<3>(group, std::forward<Args>(args)...);
-    case 4:
-      return LaunchForBits<4>(group, std::forward<Args>(args)...);
-    case 5:
-      return LaunchForBits<5>(group, std::forward<Args>(args)...);
-    case 6:
-      return LaunchForBits<6>(group, std::forward<Args>(args)...);
-    default:
-      return LaunchForBits<8>(group, std::forward<Args>(args)...);
-  }
 }
 
 }  // namespace
@@ -264,8 +228,11 @@ void AffineInt8RowMatMul(std::span<const AffineOut> outs, int bits, const QRows&
   const DevWeight& w0 = outs[0].w;
   if (w0.groups_per_row == 0) return;
   const OutSet set = MakeOutSet(outs, 1, "[cuda] AffineInt8RowMatMul");
-  LaunchFor(bits, w0.group, set, qr, nullptr, 0, -1, int64_t{set.first_block[set.n]},
-            static_cast<int>(w0.groups_per_row), stream);
+  const int64_t units = set.first_block[set.n];
+  const int groups = static_cast<int>(w0.groups_per_row);
+  ForAffineFormat(bits, w0.group, [&]<int B, int P>() {
+    Launch<B, P>(set, qr, nullptr, 0, -1, units, groups, stream);
+  });
 }
 
 void AffineInt8RowMatMulTable(const RowProduct* table, int n, int64_t units, int bits, int group, int64_t cols,
@@ -273,7 +240,10 @@ void AffineInt8RowMatMulTable(const RowProduct* table, int n, int64_t units, int
   G4_CHECK_MSG(n >= 1 && n <= kMaxRowProducts && units < (int64_t{1} << 31) && cols % group == 0,
                "[cuda] AffineInt8RowMatMulTable: 1 to kMaxRowProducts products of whole groups");
   if (cols == 0) return;
-  LaunchFor(bits, group, OutSet{}, qr, table, n, scale_type, units, static_cast<int>(cols / group), stream);
+  const int groups = static_cast<int>(cols / group);
+  ForAffineFormat(bits, group, [&]<int B, int P>() {
+    Launch<B, P>(OutSet{}, qr, table, n, scale_type, units, groups, stream);
+  });
 }
 
 }  // namespace g4::cuda

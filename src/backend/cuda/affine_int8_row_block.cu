@@ -24,12 +24,11 @@
 // biases are requested before the wait for the kernel that quantized the
 // input.
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/affine_int8_core.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_switch.h"
 
 namespace g4::cuda {
 namespace {
@@ -145,32 +144,15 @@ void LaunchBlock(const OutSet& set, const QRows& qr, int32_t units, int groups, 
                   dim3(kWarps * 32), smem, stream, set, qr, units, groups);
 }
 
-template <int B>
-void LaunchForGroup(int group, const OutSet& set, const QRows& qr, int32_t units, int groups, cudaStream_t stream) {
-  switch (group) {
-    case 32:
-      return LaunchBlock<B, 1>(set, qr, units, groups, stream);
-    case 64:
-      return LaunchBlock<B, 2>(set, qr, units, groups, stream);
-    default:
-      return LaunchBlock<B, 4>(set, qr, units, groups, stream);
-  }
-}
-
 bool Enabled() {
-  static const bool enabled = [] {
-    const char* e = std::getenv("G4_CUDA_ROW_BLOCK");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool enabled = EnvSwitchOn("G4_CUDA_ROW_BLOCK");
   return enabled;
 }
 
 }  // namespace
 
 bool AffineInt8RowBlockMatMulTakes(std::span<const AffineOut> outs) {
-  if (!Enabled() || outs.empty()) return false;
-  for (const AffineOut& o : outs)
-    if (o.w.scale_type != kSBF16 || !o.w.vec16) return false;
+  if (!Enabled() || !AllBf16Aligned(outs)) return false;
   return sizeof(float4) * kRows * TermsStride(static_cast<int>(outs[0].w.groups_per_row)) <= kMaxTermsBytes;
 }
 
@@ -182,20 +164,8 @@ void AffineInt8RowBlockMatMul(std::span<const AffineOut> outs, int bits, const Q
   const int32_t units = set.first_block[set.n];
   if (units == 0) return;
   const int groups = static_cast<int>(w0.groups_per_row);
-  switch (bits) {
-    case 2:
-      return LaunchForGroup<2>(w0.group, set, qr, units, groups, stream);
-    case 3:
-      return LaunchForGroup<3>(w0.group, set, qr, units, groups, stream);
-    case 4:
-      return LaunchForGroup<4>(w0.group, set, qr, units, groups, stream);
-    case 5:
-      return LaunchForGroup<5>(w0.group, set, qr, units, groups, stream);
-    case 6:
-      return LaunchForGroup<6>(w0.group, set, qr, units, groups, stream);
-    default:
-      return LaunchForGroup<8>(w0.group, set, qr, units, groups, stream);
-  }
+  ForAffineFormat(bits, w0.group,
+                  [&]<int B, int P>() { LaunchBlock<B, P>(set, qr, units, groups, stream); });
 }
 
 }  // namespace g4::cuda

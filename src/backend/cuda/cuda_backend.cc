@@ -19,6 +19,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "core/byte_size.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/env_switch.h"
 #include "core/check.h"
 
 namespace g4 {
@@ -40,8 +41,7 @@ class CudaBackend final : public Backend {
       staging_ = nullptr;  // copies fall back to pageable transfers
     }
     ops_ = cuda::MakeCudaOps(*this, stream_, [this] { ForgetRecordings(); });
-    const char* graphs = std::getenv("G4_CUDA_GRAPHS");
-    graphs_enabled_ = !(graphs && std::string(graphs) == "0") && std::getenv("G4_CUDA_PROFILE") == nullptr;
+    graphs_enabled_ = cuda::EnvSwitchOn("G4_CUDA_GRAPHS") && std::getenv("G4_CUDA_PROFILE") == nullptr;
   }
   ~CudaBackend() override {
     ForgetRecordings();

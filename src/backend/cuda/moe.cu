@@ -24,6 +24,7 @@
 
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/matmul_core.cuh"
@@ -457,10 +458,7 @@ size_t Align(size_t n) { return (n + 255) / 256 * 256; }
 // alike): the one-row kernel over products the sort writes, gate and up in
 // one launch. G4_CUDA_MOE_ROW=0 keeps the tiled kernel (for comparison).
 bool UseExpertRows(const MoeExpertsArgs& a, int mt, int64_t P) {
-  static const bool enabled = [] {
-    const char* e = std::getenv("G4_CUDA_MOE_ROW");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool enabled = EnvSwitchOn("G4_CUDA_MOE_ROW");
   const WeightMatrix &g = a.gate[0], &u = a.up[0], &d = a.down[0];
   return enabled && mt == 1 && 2 * P <= kMaxRowProducts && g.is_affine() && u.is_affine() && d.is_affine() &&
          g.bits == u.bits && g.group_size == u.group_size && g.scale_dtype == u.scale_dtype && g.rows == u.rows &&
