@@ -195,6 +195,7 @@ __device__ __forceinline__ bool BlockTile(const TileSource& src, DevWeight& w, i
     count = static_cast<int>(min(static_cast<int64_t>(kRowsPerTile), src.M - x0));
   }
   return true;
+}
 
 // Whether there are products and all have bf16 scales and 16-byte aligned
 // codes: what the one-row kernels' instances specialized for them take.
