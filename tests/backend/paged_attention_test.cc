@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -271,6 +272,60 @@ TEST_P(PagedAttentionTest, ChunkedPrefillEqualsOnePassEqualsDecode) {
       std::vector<double> want, tol;
       h.Reference({{s, 0, len}}, &want, &tol);
       EXPECT_TRUE(AllWithin(want, one_pass.data(), tol, qw)) << what;
+    }
+  }
+}
+
+// Sets G4_CUDA_ATTN_STREAM for its lifetime (the CUDA backend reads it at
+// every PagedAttention call; other backends ignore it).
+class ScopedStreamMode {
+ public:
+  explicit ScopedStreamMode(const char* value) {
+    if (value != nullptr) setenv("G4_CUDA_ATTN_STREAM", value, 1);
+    else unsetenv("G4_CUDA_ATTN_STREAM");
+  }
+  ~ScopedStreamMode() { unsetenv("G4_CUDA_ATTN_STREAM"); }
+};
+
+// The CUDA backend's streaming split kernel (keys, or keys and values,
+// through shared memory) against its split kernel, at the model head sizes
+// it takes: the same bits, with one query head per block (a lone decode
+// row) and grouped heads (seven rows of a long sequence), beside a prefill
+// run that the query-tiled kernel takes; and within the reference's
+// tolerance.
+TEST_P(PagedAttentionTest, StreamingSplitKernelGivesTheSplitKernelsBits) {
+  uint32_t seed = 700;
+  const struct { int heads, kv_heads, head_dim; } kShapes[] = {{8, 2, 256}, {4, 1, 512}, {16, 1, 512}};
+  for (const auto& g : kShapes) {
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      for (int window : {0, 300}) {
+        AttentionShape shape;
+        shape.num_heads = g.heads;
+        shape.num_kv_heads = g.kv_heads;
+        shape.head_dim = g.head_dim;
+        shape.window = window;
+        const KvRecordFormat f = MakeFormat(KvCodecSpec::Plain(dt), g.kv_heads, g.head_dim);
+        PagedKvHarness h(backend(), shape, f, KvRecordFormat{}, 16, 300, ++seed);
+        const int a = h.AddSequence(2000, 0), b = h.AddSequence(90, 0);
+        for (int sq : {a, b}) h.WriteOnHost(sq);
+        const std::string what = KvCodecSpec::Plain(dt).signature() + " d" + std::to_string(g.head_dim) + " " +
+                                 std::to_string(g.heads) + "/" + std::to_string(g.kv_heads) + " window " +
+                                 std::to_string(window);
+        const std::vector<std::vector<KvRun>> steps = {{{a, 1999, 1}}, {{a, 1993, 7}, {b, 0, 90}}, {{b, 89, 1}}};
+        for (size_t i = 0; i < steps.size(); ++i) {
+          std::vector<float> split;
+          {
+            ScopedStreamMode off("0");
+            split = h.Step(steps[i], false);
+          }
+          for (const char* mode : {"1", "2", static_cast<const char*>(nullptr)}) {
+            ScopedStreamMode on(mode);
+            EXPECT_TRUE(BitwiseEqual(split, h.Step(steps[i], false), h.q_width()))
+                << what << " step " << i << " mode " << (mode != nullptr ? mode : "auto");
+          }
+          ExpectMatchesReference(h, steps[i], what + " step " + std::to_string(i));
+        }
+      }
     }
   }
 }

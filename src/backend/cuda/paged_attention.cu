@@ -207,10 +207,6 @@ void LaunchSplit(const dim3& grid, size_t smem, const AttnParams& a, int head_gr
   LaunchDependent(SplitKernel<D32, GP>, grid, dim3(kWarps * 32), smem, stream, a, head_groups, group_heads);
 }
 
-// Query heads per block of the grouped split kernel: all of a KV head's
-// that fit in 32 floats of q per lane (4 at head_dim 256, 2 at 512).
-constexpr int WideHeads(int d32) { return std::min(16, 32 / d32); }
-
 // The split kernel's instance for D32: one query head per block (narrow)
 // or WideHeads.
 template <int D32>
@@ -218,9 +214,15 @@ auto SplitLauncher(bool narrow) {
   return narrow ? LaunchSplit<D32, 1> : LaunchSplit<D32, WideHeads(D32)>;
 }
 
-// One block per (row, query head): merge the row's splits in order.
+// One block per (row, query head): merge the row's splits in order. At
+// batch 1 the launch has only `heads` blocks, each walking all of a row's
+// splits (512 at 32k context), so the walk is a chain of memory waits: the
+// maximum is taken by all threads at once and the states are requested
+// kMergeBatch splits at a time.
+constexpr int kMergeBatch = 16;
 __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
   extern __shared__ float o[];  // [d]
+  __shared__ float warp_max[kThreads / 32];
   const int64_t r_local = blockIdx.y, r = a.row0 + r_local;
   const int h = blockIdx.x, G = a.group, d = a.d, kh = h / G, g = h % G;
   const RowInfo ri = ReadRow(a, r);  // the step's uploaded arrays: before the wait
@@ -228,31 +230,47 @@ __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
   const int splits = static_cast<int>(ri.pos / kSplitKeys - ri.lo / kSplitKeys + 1);
   const int64_t state = StateFloats(a);
   const float* base = a.partial + (r_local * a.kv_heads + kh) * a.splits_max * state;
+  // The largest split maximum. fmaxf ignores NaN, so in any order it gives
+  // the largest non-NaN value (-inf when none): the value of the in-order
+  // fold from -inf (no split maximum is -0: scores are sums from +0 times a
+  // positive scale).
   float mx = -INFINITY;
-#pragma unroll 8
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, base[s * state + g]);
+  for (int s = threadIdx.x; s < splits; s += kThreads) mx = fmaxf(mx, base[s * state + g]);
+  mx = WarpMax(mx);
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = mx;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < kThreads / 32; ++w) mx = fmaxf(mx, warp_max[w]);
   // Thread t owns elements t, t + kThreads, ... (d <= 4 * kThreads) in
-  // registers; every split's loads are unconditional so they pipeline.
+  // registers; each batch's loads are issued before its arithmetic, which
+  // runs the splits in order.
   constexpr int kPer = 512 / kThreads;
   float l = 0.0f, acc[kPer];
 #pragma unroll
   for (int k = 0; k < kPer; ++k) acc[k] = 0.0f;
-#pragma unroll 4
-  for (int s = 0; s < splits; ++s) {
-    const float* ss = base + s * state;
-    const float ms = ss[g], ls = ss[G + g];
-    const float* as = ss + 2 * G + static_cast<int64_t>(g) * d;
-    float av[kPer];
+  for (int s0 = 0; s0 < splits; s0 += kMergeBatch) {
+    float ms[kMergeBatch], ls[kMergeBatch], av[kMergeBatch][kPer];
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      const int e = threadIdx.x + k * kThreads;
-      av[k] = e < d ? as[e] : 0.0f;
+    for (int b = 0; b < kMergeBatch; ++b) {
+      const bool in = s0 + b < splits;
+      const float* ss = base + static_cast<int64_t>(in ? s0 + b : 0) * state;
+      ms[b] = in ? ss[g] : -INFINITY;
+      ls[b] = in ? ss[G + g] : 0.0f;
+      const float* as = ss + 2 * G + static_cast<int64_t>(g) * d;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const int e = threadIdx.x + k * kThreads;
+        av[b][k] = in && e < d ? as[e] : 0.0f;
+      }
     }
-    if (ms == -INFINITY) continue;
-    const float c = expf(ms - mx);
-    l = l + ls * c;
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) acc[k] = __fmaf_rn(c, av[k], acc[k]);
+    for (int b = 0; b < kMergeBatch; ++b) {
+      if (ms[b] == -INFINITY) continue;  // past the splits, or a split with no visible key
+      const float c = expf(ms[b] - mx);
+      l = l + ls[b] * c;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) acc[k] = __fmaf_rn(c, av[b][k], acc[k]);
+    }
   }
   const float inv = l > 0 ? 1.0f / l : 0.0f;
 #pragma unroll
@@ -372,6 +390,10 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   a.max_kv_len = max_len;
   a.q_vec = a.d == 32 * D32 && a.ldq % 4 == 0 && reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
   a.state_vec = a.d % 4 == 0 && a.group % 2 == 0 && reinterpret_cast<uintptr_t>(a.partial) % 16 == 0;
+  // The streaming kernel, where it fits, computes the split kernel's states
+  // bit for bit: the choice moves no bit.
+  const int stream_mode = StreamMode();
+  const bool stream_split = stream_mode != kStreamOff && StreamFits(a, D32);
   for (int64_t r0 = 0; r0 < rows; r0 += group_rows) {
     const int64_t n = std::min(group_rows, rows - r0);
     a.row0 = r0;
@@ -382,8 +404,13 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
     }
     if (split) {
       const dim3 grid(static_cast<unsigned>(a.splits_max * head_groups), a.kv_heads, static_cast<unsigned>(n));
-      SubProfile sp_split(stream, rows == 1 ? "attention split (1 row)" : "attention split");
-      launch_split(grid, split_smem, a, head_groups, group_heads, stream);
+      if (stream_split) {
+        SubProfile sp_split(stream, rows == 1 ? "attention stream (1 row)" : "attention stream");
+        LaunchStreamSplit(a, D32, stream_mode, narrow, grid, head_groups, group_heads, stream);
+      } else {
+        SubProfile sp_split(stream, rows == 1 ? "attention split (1 row)" : "attention split");
+        launch_split(grid, split_smem, a, head_groups, group_heads, stream);
+      }
       G4_CUDA_LAUNCHED();
     }
     SubProfile sp_merge(stream, rows == 1 ? "attention merge (1 row)" : "attention merge");

@@ -215,6 +215,24 @@ __device__ __forceinline__ void LoadSlice(const AttnStore& st, const uint8_t* re
   }
 }
 
+// Query heads per block of the grouped split kernels: all of a KV head's
+// that fit in 32 floats of q per lane (4 at head_dim 256, 2 at 512).
+constexpr int WideHeads(int d32) { return 32 / d32 < 16 ? 32 / d32 : 16; }
+
+// Host side of the streaming split kernel (paged_attention_stream.cu).
+// G4_CUDA_ATTN_STREAM, read at every call (tests switch it): 0 off, 1 keys
+// and values through shared memory, 2 keys only (values through L2),
+// unset or anything else automatic (values too at head_dim 256).
+constexpr int kStreamAuto = -1, kStreamOff = 0, kStreamKeysAndValues = 1, kStreamKeys = 2;
+int StreamMode();
+// Whether the streaming kernel can take a's split launch: head_dim 256 or
+// 512 (d32 8 or 16) and every store in use plain 2-byte with vec slices.
+bool StreamFits(const AttnParams& a, int d32);
+// The split kernel's launch (same grid, same head grouping: GP 1 when
+// `narrow`, else WideHeads) on the streaming kernel; bitwise its states.
+void LaunchStreamSplit(const AttnParams& a, int d32, int mode, bool narrow, const dim3& grid, int head_groups,
+                       int group_heads, cudaStream_t stream);
+
 // Host side of the query-tiled kernel (paged_attention_tiled.cu).
 // G4_CUDA_ATTN_TILED_MIN_ROWS (default kTiledMinRowsDefault; 0: never)
 // sets AttnParams::tiled_min_rows; tests set 1 to put every row there.
