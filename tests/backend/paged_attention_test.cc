@@ -287,47 +287,60 @@ class ScopedStreamMode {
   ~ScopedStreamMode() { unsetenv("G4_CUDA_ATTN_STREAM"); }
 };
 
-// The CUDA backend's streaming split kernel (keys, or keys and values,
-// through shared memory) against its split kernel, at the model head sizes
-// it takes: the same bits, with one query head per block (a lone decode
-// row) and grouped heads (seven rows of a long sequence), beside a prefill
-// run that the query-tiled kernel takes; and within the reference's
-// tolerance. Other backends have no such switch.
+// The CUDA backend's streaming split kernel (the split's slices copied
+// into shared memory first) against its split kernel, at the model head
+// sizes it takes, for plain 2-byte and TurboQuant stores: the same bits,
+// with one query head per block (a lone decode row) and grouped heads
+// (seven rows of a long sequence), beside a prefill run that the
+// query-tiled kernel takes, and with two turbo formats in one step; and
+// within the reference's tolerance. Other backends have no such switch.
 TEST_P(PagedAttentionTest, StreamingSplitKernelGivesTheSplitKernelsBits) {
   if (backend().name() != "cuda") GTEST_SKIP() << "G4_CUDA_ATTN_STREAM is the CUDA backend's";
   uint32_t seed = 700;
+  // The split kernel's output, then every streaming mode's, for one step.
+  auto expect_same_bits = [](PagedKvHarness& h, const std::vector<KvRun>& runs, const std::string& what) {
+    std::vector<float> split;
+    {
+      ScopedStreamMode off("0");
+      split = h.Step(runs, false);
+    }
+    for (const char* mode : {"1", "2", static_cast<const char*>(nullptr)}) {
+      ScopedStreamMode on(mode);
+      EXPECT_TRUE(BitwiseEqual(split, h.Step(runs, false), h.q_width()))
+          << what << " mode " << (mode != nullptr ? mode : "auto");
+    }
+    ExpectMatchesReference(h, runs, what);
+  };
   const struct { int heads, kv_heads, head_dim; } kShapes[] = {{8, 2, 256}, {4, 1, 512}, {16, 1, 512}};
+  const KvCodecSpec kSpecs[] = {KvCodecSpec::Plain(DType::kBF16), KvCodecSpec::Plain(DType::kF16),
+                                KvCodecSpec::Turbo(8, 3), KvCodecSpec::Turbo(4, 2), KvCodecSpec::Turbo(5, 8)};
   for (const auto& g : kShapes) {
-    for (DType dt : {DType::kBF16, DType::kF16}) {
+    AttentionShape shape;
+    shape.num_heads = g.heads;
+    shape.num_kv_heads = g.kv_heads;
+    shape.head_dim = g.head_dim;
+    const std::string geometry =
+        " d" + std::to_string(g.head_dim) + " " + std::to_string(g.heads) + "/" + std::to_string(g.kv_heads);
+    for (const KvCodecSpec& spec : kSpecs) {
       for (int window : {0, 300}) {
-        AttentionShape shape;
-        shape.num_heads = g.heads;
-        shape.num_kv_heads = g.kv_heads;
-        shape.head_dim = g.head_dim;
         shape.window = window;
-        const KvRecordFormat f = MakeFormat(KvCodecSpec::Plain(dt), g.kv_heads, g.head_dim);
+        const KvRecordFormat f = MakeFormat(spec, g.kv_heads, g.head_dim);
         PagedKvHarness h(backend(), shape, f, KvRecordFormat{}, 16, 300, ++seed);
         const int a = h.AddSequence(2000, 0), b = h.AddSequence(90, 0);
         for (int sq : {a, b}) h.WriteOnHost(sq);
-        const std::string what = KvCodecSpec::Plain(dt).signature() + " d" + std::to_string(g.head_dim) + " " +
-                                 std::to_string(g.heads) + "/" + std::to_string(g.kv_heads) + " window " +
-                                 std::to_string(window);
-        const std::vector<std::vector<KvRun>> steps = {{{a, 1999, 1}}, {{a, 1993, 7}, {b, 0, 90}}, {{b, 89, 1}}};
-        for (size_t i = 0; i < steps.size(); ++i) {
-          std::vector<float> split;
-          {
-            ScopedStreamMode off("0");
-            split = h.Step(steps[i], false);
-          }
-          for (const char* mode : {"1", "2", static_cast<const char*>(nullptr)}) {
-            ScopedStreamMode on(mode);
-            EXPECT_TRUE(BitwiseEqual(split, h.Step(steps[i], false), h.q_width()))
-                << what << " step " << i << " mode " << (mode != nullptr ? mode : "auto");
-          }
-          ExpectMatchesReference(h, steps[i], what + " step " + std::to_string(i));
-        }
+        const std::string what = spec.signature() + geometry + " window " + std::to_string(window);
+        expect_same_bits(h, {{a, 1999, 1}}, what + ", one row");
+        expect_same_bits(h, {{a, 1993, 7}, {b, 0, 90}}, what + ", seven rows and a prefill run");
+        expect_same_bits(h, {{b, 89, 1}}, what + ", a short row");
       }
     }
+    // Two turbo formats in one step (the shared-memory parts sized for the larger).
+    shape.window = 0;
+    PagedKvHarness h(backend(), shape, MakeFormat(KvCodecSpec::Turbo(4, 2), g.kv_heads, g.head_dim),
+                     MakeFormat(KvCodecSpec::Turbo(8, 3), g.kv_heads, g.head_dim), 16, 300, ++seed);
+    const int a = h.AddSequence(1500, 1), b = h.AddSequence(700, 0);
+    for (int sq : {a, b}) h.WriteOnHost(sq);
+    expect_same_bits(h, {{a, 1499, 1}, {b, 695, 5}}, "two turbo stores" + geometry);
   }
 }
 

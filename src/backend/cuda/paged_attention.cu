@@ -392,8 +392,8 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   a.state_vec = a.d % 4 == 0 && a.group % 2 == 0 && reinterpret_cast<uintptr_t>(a.partial) % 16 == 0;
   // The streaming kernel, where it fits, computes the split kernel's states
   // bit for bit: the choice moves no bit.
-  const int stream_mode = StreamMode();
-  const bool stream_split = stream_mode != kStreamOff && StreamFits(a, D32);
+  const int stream_layout = StreamLayoutFor(a, D32, StreamMode());
+  const bool stream_split = stream_layout != kStreamNone;
   for (int64_t r0 = 0; r0 < rows; r0 += group_rows) {
     const int64_t n = std::min(group_rows, rows - r0);
     a.row0 = r0;
@@ -406,7 +406,7 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
       const dim3 grid(static_cast<unsigned>(a.splits_max * head_groups), a.kv_heads, static_cast<unsigned>(n));
       if (stream_split) {
         SubProfile sp_split(stream, rows == 1 ? "attention stream (1 row)" : "attention stream");
-        LaunchStreamSplit(a, D32, stream_mode, narrow, grid, head_groups, group_heads, stream);
+        LaunchStreamSplit(a, D32, stream_layout, narrow, grid, head_groups, group_heads, stream);
       } else {
         SubProfile sp_split(stream, rows == 1 ? "attention split (1 row)" : "attention split");
         launch_split(grid, split_smem, a, head_groups, group_heads, stream);

@@ -220,17 +220,20 @@ __device__ __forceinline__ void LoadSlice(const AttnStore& st, const uint8_t* re
 constexpr int WideHeads(int d32) { return 32 / d32 < 16 ? 32 / d32 : 16; }
 
 // Host side of the streaming split kernel (paged_attention_stream.cu).
-// G4_CUDA_ATTN_STREAM, read at every call (tests switch it): 0 off, 1 keys
-// and values through shared memory, 2 keys only (values through L2),
-// unset or anything else automatic (values too at head_dim 256).
+// G4_CUDA_ATTN_STREAM, read at every call (tests switch it): 0 off, 1 plain
+// keys and values through shared memory, 2 plain keys only (values through
+// L2), unset or anything else automatic (plain values too at head_dim 256);
+// turbo stores stream keys and values unless it is 0.
 constexpr int kStreamAuto = -1, kStreamOff = 0, kStreamKeysAndValues = 1, kStreamKeys = 2;
 int StreamMode();
-// Whether the streaming kernel can take a's split launch: head_dim 256 or
-// 512 (d32 8 or 16) and every store in use plain 2-byte with vec slices.
-bool StreamFits(const AttnParams& a, int d32);
+// The streaming kernel's layout for a's split launch, or kStreamNone (the
+// split kernel): head_dim 256 or 512 (d32 8 or 16) and every store in use
+// plain 2-byte with vec slices, or every one turbo in 16-byte pieces.
+constexpr int kStreamNone = -1, kStreamPlainKeysValues = 0, kStreamPlainKeys = 1, kStreamTurbo = 2;
+int StreamLayoutFor(const AttnParams& a, int d32, int mode);
 // The split kernel's launch (same grid, same head grouping: GP 1 when
 // `narrow`, else WideHeads) on the streaming kernel; bitwise its states.
-void LaunchStreamSplit(const AttnParams& a, int d32, int mode, bool narrow, const dim3& grid, int head_groups,
+void LaunchStreamSplit(const AttnParams& a, int d32, int layout, bool narrow, const dim3& grid, int head_groups,
                        int group_heads, cudaStream_t stream);
 
 // Host side of the query-tiled kernel (paged_attention_tiled.cu).

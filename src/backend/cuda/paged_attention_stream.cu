@@ -12,12 +12,17 @@
 // split's bytes (64 or 128 KB) are in flight at once; then the lanes read
 // their slices from shared memory.
 //
-// Plain 2-byte stores (bf16, f16) whose head slices are 16-byte aligned and
-// fill the lanes (AttnStore::vec) at head_dim 256 and 512 only; the dispatch
-// in paged_attention.cu keeps the split kernel for everything else. Shared
-// memory holds a key's slice as [piece][lane] 16-byte pieces (a lane's D32
-// elements are D32 / 8 pieces), so a warp's read of one piece is 512
-// contiguous bytes, free of bank conflicts.
+// Stores: plain 2-byte (bf16, f16) whose head slices are 16-byte aligned
+// and fill the lanes (AttnStore::vec), and TurboQuant stores whose head
+// parts are whole 16-byte pieces (every format at head_dim 256 and 512), at
+// head_dim 256 and 512 only; the dispatch in paged_attention.cu keeps the
+// split kernel for everything else. Shared memory holds a plain key's
+// slice as [piece][lane] 16-byte pieces (a lane's D32 elements are D32 / 8
+// pieces), so a warp's read of one piece is 512 contiguous bytes, free of
+// bank conflicts; a turbo key's part as a one-head record's K (codes,
+// steps, zeros) and V (codes, scales), read by the shared decoders
+// (kv_codec.cuh) with LoadElems' operations.
+#include <algorithm>
 #include <cstdlib>
 
 #include "backend/cuda/cp_async.cuh"
@@ -38,7 +43,6 @@ struct StreamShape {
   static constexpr int kPieces = D32 / 8;                  // 16-byte pieces of a lane's slice
   static constexpr int kSliceBytes = 32 * D32 * 2;         // one key's head slice
   static constexpr int kChunks = kSliceBytes / 16;         // its 16-byte copies
-  static constexpr int kRegionBytes = kSplitKeys * kSliceBytes;  // a split's keys (or values)
   static_assert(kChunks % kCopyThreadsPerKey == 0, "a key's copies split evenly");
 };
 
@@ -95,29 +99,92 @@ __device__ __forceinline__ void LoadPlain2(const uint8_t* slice, bool bf16, floa
   UnpackPlain2<D32>(w, bf16, out);
 }
 
-template <int D32, bool kVShared>
-constexpr size_t StreamSmemBytes(int gp) {
-  return static_cast<size_t>(kVShared ? 2 : 1) * StreamShape<D32>::kRegionBytes +
-         (static_cast<size_t>(gp) * kSplitKeys + 2 * gp) * sizeof(float);
+// Where a block keeps the split's slices: keys from byte 0 (k_region bytes,
+// which also hold the warps' sums at the end), then values (v_region bytes,
+// none when they come through L2), then the scores and statistics.
+struct StreamSmem {
+  int k_region = 0, v_region = 0;
+};
+
+// A TurboQuant record's bytes for one KV head (the elements of head kh are
+// contiguous in each array, byte-aligned since head_dim is a multiple of
+// 32): code bytes of a key, of one fp16 plane (steps, zeros or scales: a
+// value per 32 elements), code bytes of a value. In shared memory a key's
+// part is [codes][steps][zeros], a value's [codes][scales]: the layout of a
+// one-head record's K and V, so the shared decoders read it unchanged.
+struct TurboHeadBytes {
+  int key_codes, plane, value_codes;
+  __host__ __device__ int key_part() const { return key_codes + 2 * plane; }
+  __host__ __device__ int value_part() const { return value_codes + plane; }
+};
+__host__ __device__ inline TurboHeadBytes TurboHeadBytesOf(const DevKvFormat& f) {
+  return {f.head_dim * f.key_bits / 8, f.head_dim / 16, f.head_dim * f.value_bits / 8};
 }
 
-// The split kernel (SplitKernel in paged_attention.cu) with the keys, and
-// with kVShared the values, copied into shared memory first. Without
-// kVShared each warp loads its keys' value slices from global memory (in
-// L2 by then: requested before the dependent wait) KB at a time as the
-// split kernel does. The block's work, the lanes' element slices, every
-// float operation and its order are the split kernel's.
-template <int D32, int GP, bool kVShared>
-__global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, int head_groups, int group_heads) {
+// Thread `sub` of a key's copies: chunks sub, sub + 4, ... of the key's
+// part of head kh of a turbo record (value: its value part) to `dst`.
+__device__ __forceinline__ void CopyTurboPart(uint8_t* dst, const uint8_t* rec, const DevKvFormat& f,
+                                              const TurboHeadBytes& hb, int kh, bool value, int sub) {
+  const int bytes = value ? hb.value_part() : hb.key_part();
+  const int codes = value ? hb.value_codes : hb.key_codes;
+  const uint8_t* code_src = rec + (value ? f.v_codes : f.k_codes) + static_cast<int64_t>(kh) * codes;
+  const uint8_t* plane0 = rec + (value ? f.v_scales : f.k_scales) + static_cast<int64_t>(kh) * hb.plane;
+  const uint8_t* plane1 = rec + f.k_biases + static_cast<int64_t>(kh) * hb.plane;  // keys' zeros
+  for (int off = sub * 16; off < bytes; off += kCopyThreadsPerKey * 16) {
+    const uint8_t* src = off < codes               ? code_src + off
+                         : off < codes + hb.plane ? plane0 + (off - codes)
+                                                  : plane1 + (off - codes - hb.plane);
+    CpAsync16(dst + off, src);
+  }
+}
+
+// A one-head record's offsets for the parts in shared memory (keys and
+// values in separate areas, so both code arrays start at 0).
+__device__ __forceinline__ DevKvFormat OneHeadTurbo(const DevKvFormat& f, const TurboHeadBytes& hb) {
+  DevKvFormat m = f;
+  m.heads = 1;
+  m.k_codes = 0, m.k_scales = hb.key_codes, m.k_biases = hb.key_codes + hb.plane;
+  m.v_codes = 0, m.v_scales = hb.value_codes, m.v_biases = 0;
+  return m;
+}
+
+// Elements e0 .. e0 + D32 - 1 (one group of 32) of a key or value part in
+// shared memory: LoadElems' turbo slice, the same operations.
+template <int D32>
+__device__ __forceinline__ void TurboKeySlice(const DevKvFormat& m, const uint8_t* part, int e0, float (&out)[D32]) {
+  const int g = e0 / 32;
+  const float s = TurboKeyStep(m, part, g), z = TurboKeyZero(m, part, g);
+#pragma unroll
+  for (int i = 0; i < D32; ++i) out[i] = (TurboKeyCode(m, part, e0 + i) + z) * s;
+}
+template <int D32>
+__device__ __forceinline__ void TurboValueSlice(const DevKvFormat& m, const uint8_t* part, int e0,
+                                                const float* centroids, float (&out)[D32]) {
+  const float r = TurboValueScale(m, part, e0 / 32);
+#pragma unroll
+  for (int i = 0; i < D32; ++i) out[i] = TurboValueCentroid(m, part, e0 + i, centroids) * r;
+}
+
+// The split kernel (SplitKernel in paged_attention.cu) with the split's key
+// slices, and its value slices unless kLayout is kPlainKeys, copied into
+// shared memory first. With kPlainKeys each warp loads its keys' value
+// slices from global memory (in L2 by then: requested before the dependent
+// wait) KB at a time as the split kernel does. The block's work, the lanes'
+// element slices, every float operation and its order are the split
+// kernel's.
+template <int D32, int GP, int kLayout>
+__global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, int head_groups, int group_heads,
+                                                                 StreamSmem layout) {
   using S = StreamShape<D32>;
+  constexpr bool kTurbo = kLayout == kStreamTurbo;
+  constexpr bool kVShared = kLayout != kStreamPlainKeys;
   constexpr int KB = D32 <= 8 ? kKeysPerWarp : kKeysPerWarp / 2;  // value slices loaded at once (global)
   extern __shared__ __align__(16) uint8_t smem[];
   uint8_t* k_region = smem;
-  uint8_t* v_region = smem + S::kRegionBytes;  // with kVShared
-  float* sc = reinterpret_cast<float*>(smem + (kVShared ? 2 : 1) * S::kRegionBytes);  // [GP][kSplitKeys]
-  float* stats = sc + GP * kSplitKeys;                                                 // [2][GP]: m, l
+  uint8_t* v_region = smem + layout.k_region;
+  float* sc = reinterpret_cast<float*>(smem + layout.k_region + layout.v_region);  // [GP][kSplitKeys]
+  float* stats = sc + GP * kSplitKeys;                                           // [2][GP]: m, l
   float* red = reinterpret_cast<float*>(k_region);  // [kWarps][GP][32 * D32], once every key is read
-  static_assert(kWarps * GP * 32 * D32 * sizeof(float) <= S::kRegionBytes, "the warps' sums fit the key area");
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t r_local = blockIdx.z, r = a.row0 + r_local;
@@ -138,33 +205,60 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
   const int G = a.group, d = a.d, g0 = hg * group_heads;
   const int gn = min(group_heads, G - g0);
   const int e0 = lane * D32;
-  const int64_t slice_off = static_cast<int64_t>(kh) * d * 2;  // head kh's slice in a K or V code array
+  const int64_t slice_off = static_cast<int64_t>(kh) * d * 2;  // plain: head kh's slice in a K or V array
   const bool bf16 = st.f.plain_bf16;
+  const TurboHeadBytes hb = TurboHeadBytesOf(st.f);  // turbo only
+  const int k_part = kTurbo ? hb.key_part() : S::kSliceBytes;
+  const int v_part = kTurbo ? hb.value_part() : S::kSliceBytes;
 
   // Thread t copies key t / 4's slices; its lines go to L2 before the wait.
   const int cj = threadIdx.x / kCopyThreadsPerKey, sub = threadIdx.x % kCopyThreadsPerKey;
   const uint8_t* copy_rec =
       cj < nk ? Record(a, st, ri.seq, static_cast<int32_t>(k_begin + cj)) : nullptr;
-  const uint8_t* k_src = copy_rec != nullptr ? copy_rec + st.f.k_codes + slice_off : nullptr;
-  const uint8_t* v_src = copy_rec != nullptr ? copy_rec + st.f.v_codes + slice_off : nullptr;
   if (copy_rec != nullptr) {
-    for (int off = sub * kLine; off < S::kSliceBytes; off += kCopyThreadsPerKey * kLine) {
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(k_src + off));
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(v_src + off));
+    if constexpr (kTurbo) {
+      const uint8_t* kc = copy_rec + st.f.k_codes + static_cast<int64_t>(kh) * hb.key_codes;
+      const uint8_t* vc = copy_rec + st.f.v_codes + static_cast<int64_t>(kh) * hb.value_codes;
+      for (int off = sub * kLine; off < hb.key_codes; off += kCopyThreadsPerKey * kLine)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + off));
+      for (int off = sub * kLine; off < hb.value_codes; off += kCopyThreadsPerKey * kLine)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(vc + off));
+      const int64_t plane = static_cast<int64_t>(kh) * hb.plane;
+      const int64_t plane_off = sub == 0 ? st.f.k_scales : sub == 1 ? st.f.k_biases : st.f.v_scales;
+      if (sub < 3) asm volatile("prefetch.global.L2 [%0];" ::"l"(copy_rec + plane_off + plane));
+    } else {
+      const uint8_t* k_src = copy_rec + st.f.k_codes + slice_off;
+      const uint8_t* v_src = copy_rec + st.f.v_codes + slice_off;
+      for (int off = sub * kLine; off < S::kSliceBytes; off += kCopyThreadsPerKey * kLine) {
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(k_src + off));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(v_src + off));
+      }
     }
   }
   const int j0 = warp * kKeysPerWarp;  // the warp's first key in the split
-  // Without kVShared: lane j < 8 holds the record of the warp's key j.
+  // kPlainKeys: lane j < 8 holds the record of the warp's key j.
   const uint8_t* my_rec = !kVShared && lane < kKeysPerWarp && j0 + lane < nk
                               ? Record(a, st, ri.seq, static_cast<int32_t>(k_begin + j0 + lane))
                               : nullptr;
   // Up to here the kernel read only the step's uploaded arrays; q and the
   // records are written by this step's kernels.
   FollowPredecessor();
-  if (k_src != nullptr) CopySlice<D32>(k_region, cj, k_src, sub);
+  if (copy_rec != nullptr) {
+    if constexpr (kTurbo) {
+      CopyTurboPart(k_region + cj * k_part, copy_rec, st.f, hb, kh, false, sub);
+    } else {
+      CopySlice<D32>(k_region, cj, copy_rec + st.f.k_codes + slice_off, sub);
+    }
+  }
   CpAsyncCommit();
   if constexpr (kVShared) {
-    if (v_src != nullptr) CopySlice<D32>(v_region, cj, v_src, sub);
+    if (copy_rec != nullptr) {
+      if constexpr (kTurbo) {
+        CopyTurboPart(v_region + cj * v_part, copy_rec, st.f, hb, kh, true, sub);
+      } else {
+        CopySlice<D32>(v_region, cj, copy_rec + st.f.v_codes + slice_off, sub);
+      }
+    }
     CpAsyncCommit();
   }
 
@@ -174,6 +268,7 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
   for (int g = 0; g < GP; ++g)
 #pragma unroll
     for (int i = 0; i < D32; ++i) q[g][i] = g < gn ? qrow[g * d + e0 + i] : 0.0f;
+  const DevKvFormat m = OneHeadTurbo(st.f, hb);  // turbo only
 
   if constexpr (kVShared) {
     CpAsyncWait<1>();  // this thread's key copies
@@ -188,7 +283,11 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
     const int j = j0 + jj;
     if (j < nk) {
       float kv[D32];
-      ReadSlice<D32>(k_region, j, lane, bf16, kv);
+      if constexpr (kTurbo) {
+        TurboKeySlice<D32>(m, k_region + j * k_part, e0, kv);
+      } else {
+        ReadSlice<D32>(k_region, j, lane, bf16, kv);
+      }
 #pragma unroll
       for (int g = 0; g < GP; ++g) {
         float part = 0.0f;
@@ -225,7 +324,11 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
       const int j = j0 + jj;
       if (j >= nk) break;
       float vv[D32];
-      ReadSlice<D32>(v_region, j, lane, bf16, vv);
+      if constexpr (kTurbo) {
+        TurboValueSlice<D32>(m, v_region + j * v_part, e0, st.centroids, vv);
+      } else {
+        ReadSlice<D32>(v_region, j, lane, bf16, vv);
+      }
 #pragma unroll
       for (int g = 0; g < GP; ++g) {
         const float pj = sc[g * kSplitKeys + j];
@@ -282,29 +385,84 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
     out[g0 + threadIdx.x] = stats[threadIdx.x], out[G + g0 + threadIdx.x] = stats[GP + threadIdx.x];
 }
 
-template <int D32, int GP, bool kVShared>
+template <int D32, int GP, int kLayout>
 void Launch(const dim3& grid, const AttnParams& a, int head_groups, int group_heads, cudaStream_t stream) {
-  constexpr size_t smem = StreamSmemBytes<D32, kVShared>(GP);
-  static bool raised = false;  // once per instance, never inside a capture (the first step runs uncaptured)
-  if (!raised && smem > 48 * 1024) {
-    G4_CUDA_CHECK(cudaFuncSetAttribute(StreamSplitKernel<D32, GP, kVShared>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    raised = true;
+  // Per-key bytes: the largest over the stores in use (a step may mix two
+  // turbo formats).
+  int k_part = StreamShape<D32>::kSliceBytes, v_part = StreamShape<D32>::kSliceBytes;
+  if (kLayout == kStreamTurbo) {
+    k_part = v_part = 0;
+    for (const AttnStore& st : a.store) {
+      if (st.records == nullptr) continue;
+      const TurboHeadBytes hb = TurboHeadBytesOf(st.f);
+      k_part = std::max(k_part, hb.key_part());
+      v_part = std::max(v_part, hb.value_part());
+    }
   }
-  LaunchDependent(StreamSplitKernel<D32, GP, kVShared>, grid, dim3(kThreads), smem, stream, a, head_groups,
-                  group_heads);
+  StreamSmem layout;
+  const int red_bytes = static_cast<int>(kWarps * GP * 32 * D32 * sizeof(float));
+  layout.k_region = std::max(kSplitKeys * k_part, red_bytes);
+  layout.v_region = kLayout == kStreamPlainKeys ? 0 : kSplitKeys * v_part;
+  const size_t smem = static_cast<size_t>(layout.k_region) + layout.v_region +
+                      (static_cast<size_t>(GP) * kSplitKeys + 2 * GP) * sizeof(float);
+  static size_t allowed = 48 * 1024;  // raised once per new maximum, never inside a capture
+  if (smem > allowed) {
+    G4_CUDA_CHECK(cudaFuncSetAttribute(StreamSplitKernel<D32, GP, kLayout>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    allowed = smem;
+  }
+  LaunchDependent(StreamSplitKernel<D32, GP, kLayout>, grid, dim3(kThreads), smem, stream, a, head_groups,
+                  group_heads, layout);
+}
+
+template <int D32, int kLayout>
+void LaunchL(bool narrow, const dim3& grid, const AttnParams& a, int head_groups, int group_heads,
+             cudaStream_t stream) {
+  if (narrow) return Launch<D32, 1, kLayout>(grid, a, head_groups, group_heads, stream);
+  return Launch<D32, WideHeads(D32), kLayout>(grid, a, head_groups, group_heads, stream);
 }
 
 template <int D32>
-void LaunchD(bool narrow, bool v_shared, const dim3& grid, const AttnParams& a, int head_groups, int group_heads,
+void LaunchD(int layout, bool narrow, const dim3& grid, const AttnParams& a, int head_groups, int group_heads,
              cudaStream_t stream) {
-  constexpr int kWide = WideHeads(D32);
-  if (narrow) {
-    return v_shared ? Launch<D32, 1, true>(grid, a, head_groups, group_heads, stream)
-                    : Launch<D32, 1, false>(grid, a, head_groups, group_heads, stream);
+  switch (layout) {
+    case kStreamPlainKeysValues:
+      return LaunchL<D32, kStreamPlainKeysValues>(narrow, grid, a, head_groups, group_heads, stream);
+    case kStreamPlainKeys:
+      return LaunchL<D32, kStreamPlainKeys>(narrow, grid, a, head_groups, group_heads, stream);
+    default:
+      return LaunchL<D32, kStreamTurbo>(narrow, grid, a, head_groups, group_heads, stream);
   }
-  return v_shared ? Launch<D32, kWide, true>(grid, a, head_groups, group_heads, stream)
-                  : Launch<D32, kWide, false>(grid, a, head_groups, group_heads, stream);
+}
+
+// Whether every store in use is a turbo store whose head parts are whole
+// 16-byte pieces at 16-byte aligned addresses.
+bool TurboStreamable(const AttnParams& a) {
+  bool any = false;
+  for (const AttnStore& st : a.store) {
+    if (st.records == nullptr) continue;
+    const DevKvFormat& f = st.f;
+    if (f.kind != kKvTurbo) return false;
+    const TurboHeadBytes hb = TurboHeadBytesOf(f);
+    for (int64_t v : {f.record_bytes, f.k_codes, f.k_scales, f.k_biases, f.v_codes, f.v_scales,
+                      static_cast<int64_t>(hb.key_codes), static_cast<int64_t>(hb.plane),
+                      static_cast<int64_t>(hb.value_codes)})
+      if (v % 16 != 0) return false;
+    if (reinterpret_cast<uintptr_t>(st.records) % 16 != 0 || f.head_dim != a.d) return false;
+    any = true;
+  }
+  return any;
+}
+
+// Whether every store in use is plain 2-byte with vec slices.
+bool PlainStreamable(const AttnParams& a) {
+  bool any = false;
+  for (const AttnStore& st : a.store) {
+    if (st.records == nullptr) continue;
+    if (!st.vec || st.f.plain_bytes != 2) return false;
+    any = true;
+  }
+  return any;
 }
 
 }  // namespace
@@ -316,25 +474,21 @@ int StreamMode() {
   return v == kStreamOff || v == kStreamKeysAndValues || v == kStreamKeys ? v : kStreamAuto;
 }
 
-bool StreamFits(const AttnParams& a, int d32) {
-  if ((d32 != 8 && d32 != 16) || a.d != 32 * d32) return false;
-  bool any = false;
-  for (const AttnStore& st : a.store) {
-    if (st.records == nullptr) continue;
-    if (!st.vec || st.f.plain_bytes != 2) return false;
-    any = true;
-  }
-  return any;
+int StreamLayoutFor(const AttnParams& a, int d32, int mode) {
+  if (mode == kStreamOff || (d32 != 8 && d32 != 16) || a.d != 32 * d32) return kStreamNone;
+  if (TurboStreamable(a)) return kStreamTurbo;
+  if (!PlainStreamable(a)) return kStreamNone;
+  // Automatic: plain values in shared memory too where a block then needs
+  // at most 64 KB for both (head_dim 256: three blocks per SM); at 512 the
+  // keys alone take 64 KB and the values come through L2.
+  const bool values = mode == kStreamKeysAndValues || (mode != kStreamKeys && d32 == 8);
+  return values ? kStreamPlainKeysValues : kStreamPlainKeys;
 }
 
-void LaunchStreamSplit(const AttnParams& a, int d32, int mode, bool narrow, const dim3& grid, int head_groups,
+void LaunchStreamSplit(const AttnParams& a, int d32, int layout, bool narrow, const dim3& grid, int head_groups,
                        int group_heads, cudaStream_t stream) {
-  // Automatic: values in shared memory too where a block then needs at most
-  // 64 KB for both (head_dim 256: three blocks per SM); at 512 the keys
-  // alone take 64 KB and the values come through L2.
-  const bool v_shared = mode == kStreamKeysAndValues || (mode != kStreamKeys && d32 == 8);
-  if (d32 == 8) return LaunchD<8>(narrow, v_shared, grid, a, head_groups, group_heads, stream);
-  return LaunchD<16>(narrow, v_shared, grid, a, head_groups, group_heads, stream);
+  if (d32 == 8) return LaunchD<8>(layout, narrow, grid, a, head_groups, group_heads, stream);
+  return LaunchD<16>(layout, narrow, grid, a, head_groups, group_heads, stream);
 }
 
 }  // namespace g4::cuda::attn
