@@ -214,19 +214,30 @@ auto SplitLauncher(bool narrow) {
   return narrow ? LaunchSplit<D32, 1> : LaunchSplit<D32, WideHeads(D32)>;
 }
 
-// One block per (row, query head): merge the row's splits in order. At
-// batch 1 the launch has only `heads` blocks, each walking all of a row's
-// splits (512 at 32k context), so the walk is a chain of memory waits: the
-// maximum is taken by all threads at once and the states are requested
-// kMergeBatch splits at a time.
-constexpr int kMergeBatch = 16;
-__global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
-  extern __shared__ float o[];  // [d]
+// Merges a row's splits in order, for one query head: out = (sum over
+// splits of exp(m_s - max) acc_s) / (sum of exp(m_s - max) l_s). One block
+// per (row, query head, chunk of kPer * kThreads elements), `chunks` per
+// head: at batch 1 a launch of one block per head has only `heads` blocks,
+// each walking all of a row's splits (512 at 32k context) as a chain of
+// memory waits, so plain stores take chunks of 128 elements (kPer 1; 2-4
+// blocks per head) and each block requests kBatch splits' states at once.
+// TurboQuant rows need the whole merged row for the inverse rotation: one
+// chunk of up to 512 elements (kPer 4). The maximum is taken by all threads
+// at once. Every element's sequence over the splits is the same in every
+// shape, so the choice moves no bit.
+template <int kPer, int kBatch>
+__global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a, int chunks) {
+  extern __shared__ float o[];  // [d], kPer > 1 only
   __shared__ float warp_max[kThreads / 32];
   const int64_t r_local = blockIdx.y, r = a.row0 + r_local;
-  const int h = blockIdx.x, G = a.group, d = a.d, kh = h / G, g = h % G;
-  const RowInfo ri = ReadRow(a, r);  // the step's uploaded arrays: before the wait
-  FollowPredecessor();               // the split states are this step's (pdl.cuh)
+  const int h = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
+  const int G = a.group, d = a.d, kh = h / G, g = h % G;
+  const int e0 = chunk * kPer * kThreads;  // the chunk's first element
+  const RowInfo ri = ReadRow(a, r);        // the step's uploaded arrays: before the wait
+  const AttnStore& st = a.store[ri.store];
+  const bool turbo = st.f.kind == kKvTurbo;
+  if (turbo && kPer * kThreads < d) __trap();  // the rotation needs the whole row in one block
+  FollowPredecessor();                         // the split states are this step's (pdl.cuh)
   const int splits = static_cast<int>(ri.pos / kSplitKeys - ri.lo / kSplitKeys + 1);
   const int64_t state = StateFloats(a);
   const float* base = a.partial + (r_local * a.kv_heads + kh) * a.splits_max * state;
@@ -241,17 +252,16 @@ __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
   __syncthreads();
 #pragma unroll
   for (int w = 0; w < kThreads / 32; ++w) mx = fmaxf(mx, warp_max[w]);
-  // Thread t owns elements t, t + kThreads, ... (d <= 4 * kThreads) in
-  // registers; each batch's loads are issued before its arithmetic, which
-  // runs the splits in order.
-  constexpr int kPer = 512 / kThreads;
+  // Thread t owns elements e0 + t, e0 + t + kThreads, ... in registers;
+  // each batch's loads are issued before its arithmetic, which runs the
+  // splits in order.
   float l = 0.0f, acc[kPer];
 #pragma unroll
   for (int k = 0; k < kPer; ++k) acc[k] = 0.0f;
-  for (int s0 = 0; s0 < splits; s0 += kMergeBatch) {
-    float ms[kMergeBatch], ls[kMergeBatch], av[kMergeBatch][kPer];
+  for (int s0 = 0; s0 < splits; s0 += kBatch) {
+    float ms[kBatch], ls[kBatch], av[kBatch][kPer];
 #pragma unroll
-    for (int b = 0; b < kMergeBatch; ++b) {
+    for (int b = 0; b < kBatch; ++b) {
       const bool in = s0 + b < splits;
       const float* ss = base + static_cast<int64_t>(in ? s0 + b : 0) * state;
       ms[b] = in ? ss[g] : -INFINITY;
@@ -259,12 +269,12 @@ __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
       const float* as = ss + 2 * G + static_cast<int64_t>(g) * d;
 #pragma unroll
       for (int k = 0; k < kPer; ++k) {
-        const int e = threadIdx.x + k * kThreads;
+        const int e = e0 + threadIdx.x + k * kThreads;
         av[b][k] = in && e < d ? as[e] : 0.0f;
       }
     }
 #pragma unroll
-    for (int b = 0; b < kMergeBatch; ++b) {
+    for (int b = 0; b < kBatch; ++b) {
       if (ms[b] == -INFINITY) continue;  // past the splits, or a split with no visible key
       const float c = expf(ms[b] - mx);
       l = l + ls[b] * c;
@@ -273,14 +283,22 @@ __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
     }
   }
   const float inv = l > 0 ? 1.0f / l : 0.0f;
+  float* out = a.out + r * a.ldo + static_cast<int64_t>(h) * d;
+  if (!turbo) {
 #pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const int e = threadIdx.x + k * kThreads;
-    if (e < d) o[e] = acc[k] * inv;
+    for (int k = 0; k < kPer; ++k) {
+      const int e = e0 + threadIdx.x + k * kThreads;
+      if (e < d) out[e] = acc[k] * inv;
+    }
+    return;
   }
-  __syncthreads();
-  const AttnStore& st = a.store[ri.store];
-  if (st.f.kind == kKvTurbo) {  // kvfmt::RotateInverse on the merged row
+  if constexpr (kPer > 1) {  // kvfmt::RotateInverse on the merged row
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int e = threadIdx.x + k * kThreads;
+      if (e < d) o[e] = acc[k] * inv;
+    }
+    __syncthreads();
     for (int hh = 1; hh < d; hh *= 2) {
       for (int p = threadIdx.x; p < d / 2; p += blockDim.x) {
         const int i = (p / hh) * 2 * hh + p % hh, j = i + hh;
@@ -293,9 +311,8 @@ __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
     const float sc = 1.0f / sqrtf(static_cast<float>(d));
     for (int e = threadIdx.x; e < d; e += blockDim.x) o[e] = o[e] * (sc * st.signs[e]);
     __syncthreads();
+    for (int e = threadIdx.x; e < d; e += blockDim.x) out[e] = o[e];
   }
-  float* out = a.out + r * a.ldo + static_cast<int64_t>(h) * d;
-  for (int e = threadIdx.x; e < d; e += blockDim.x) out[e] = o[e];
 }
 
 AttnStore MakeAttnStore(const PagedKvStore& s) {
@@ -371,7 +388,11 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
     st.vec = st.records != nullptr && f.kind == kKvPlain && a.d == 32 * D32 && f.record_bytes % 16 == 0 &&
              f.k_codes % 16 == 0 && f.v_codes % 16 == 0 && reinterpret_cast<uintptr_t>(st.records) % 16 == 0;
   }
-  const size_t merge_smem = static_cast<size_t>(a.d) * sizeof(float);
+  // The merge: chunks of 128 elements unless a store in use is TurboQuant.
+  bool any_turbo = false;
+  for (const AttnStore& st : a.store) any_turbo = any_turbo || (st.records != nullptr && st.f.kind == kKvTurbo);
+  const int merge_chunks = any_turbo ? 1 : (a.d + kThreads - 1) / kThreads;
+  const size_t merge_smem = any_turbo ? static_cast<size_t>(a.d) * sizeof(float) : 0;
   const auto launch_split = D32 == 1   ? SplitLauncher<1>(narrow)
                             : D32 == 2 ? SplitLauncher<2>(narrow)
                             : D32 == 4 ? SplitLauncher<4>(narrow)
@@ -414,8 +435,12 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
       G4_CUDA_LAUNCHED();
     }
     SubProfile sp_merge(stream, rows == 1 ? "attention merge (1 row)" : "attention merge");
-    LaunchDependent(MergeKernel, dim3(a.heads, static_cast<unsigned>(n)), dim3(kThreads), merge_smem, stream,
-                    a);
+    const dim3 merge_grid(static_cast<unsigned>(a.heads * merge_chunks), static_cast<unsigned>(n));
+    if (any_turbo) {
+      LaunchDependent(MergeKernel<4, 16>, merge_grid, dim3(kThreads), merge_smem, stream, a, merge_chunks);
+    } else {
+      LaunchDependent(MergeKernel<1, 32>, merge_grid, dim3(kThreads), merge_smem, stream, a, merge_chunks);
+    }
     G4_CUDA_LAUNCHED();
   }
 }
