@@ -103,11 +103,7 @@ __global__ __launch_bounds__(kWarps * 32, GP == 1 ? 1 : 2) void SplitKernel(Attn
   FollowPredecessor();  // launched as a dependent (pdl.cuh)
 
   float q[GP][D32];
-  const float* qrow = a.q + r * a.ldq + (static_cast<int64_t>(kh) * G + g0) * d;
-#pragma unroll
-  for (int g = 0; g < GP; ++g)
-#pragma unroll
-    for (int i = 0; i < D32; ++i) q[g][i] = g < gn && i < valid ? qrow[g * d + e0 + i] : 0.0f;
+  LoadSplitQ<D32, GP>(a, r, kh, g0, gn, e0, valid, q);
 
   // 1. scores
 #pragma unroll
@@ -124,27 +120,12 @@ __global__ __launch_bounds__(kWarps * 32, GP == 1 ? 1 : 2) void SplitKernel(Attn
       }
     }
 #pragma unroll
-    for (int jj = 0; jj < KB; ++jj) {
-      const bool ok = j0 + jb + jj < nk;
-#pragma unroll
-      for (int g = 0; g < GP; ++g) {
-        float part = 0.0f;
-#pragma unroll
-        for (int i = 0; i < D32; ++i) part = __fmaf_rn(q[g][i], kv[jj][i], part);
-        const float s = WarpSum(part) * a.scale;
-        if (lane == 0) sc[g * kSplitKeys + j0 + jb + jj] = ok ? s : -INFINITY;
-      }
-    }
+    for (int jj = 0; jj < KB; ++jj)
+      StoreKeyScores<D32, GP>(q, kv[jj], a.scale, j0 + jb + jj < nk, j0 + jb + jj, lane, sc);
   }
   __syncthreads();
   // 2. softmax statistics of the split, one warp per query head
-  for (int g = warp; g < GP; g += kWarps) {
-    const SplitSoftmax sm = SplitSoftmaxOf(sc[g * kSplitKeys + lane], sc[g * kSplitKeys + lane + 32], nk, lane);
-    sc[g * kSplitKeys + lane] = sm.p0;
-    sc[g * kSplitKeys + lane + 32] = sm.p1;
-    const float l = WarpSum(sm.p0 + sm.p1);
-    if (lane == 0) stats[g] = sm.m, stats[GP + g] = l;
-  }
+  SplitSoftmaxStats<GP>(sc, stats, nk, warp, lane);
   __syncthreads();
   // 3. values
   float acc[GP][D32];
@@ -168,31 +149,10 @@ __global__ __launch_bounds__(kWarps * 32, GP == 1 ? 1 : 2) void SplitKernel(Attn
 #pragma unroll
     for (int jj = 0; jj < KB; ++jj) {
       if (j0 + jb + jj >= nk) break;
-#pragma unroll
-      for (int g = 0; g < GP; ++g) {
-        const float pj = sc[g * kSplitKeys + j0 + jb + jj];
-#pragma unroll
-        for (int i = 0; i < D32; ++i) acc[g][i] = __fmaf_rn(pj, vv[jj][i], acc[g][i]);
-      }
+      AccumulateValue<D32, GP>(sc, j0 + jb + jj, vv[jj], acc);
     }
   }
-  constexpr int kSlice = GP * 32 * D32;
-#pragma unroll
-  for (int g = 0; g < GP; ++g)
-#pragma unroll
-    for (int i = 0; i < D32; ++i) red[warp * kSlice + (g * 32 + lane) * D32 + i] = acc[g][i];
-  __syncthreads();
-  float* out = a.partial + ((r_local * a.kv_heads + kh) * a.splits_max + split) * StateFloats(a);
-  for (int t = threadIdx.x; t < gn * d; t += kWarps * 32) {
-    const int g = t / d, e = t - g * d;
-    const int idx = g * 32 * D32 + e;  // lane e / D32, element e % D32
-    float v = red[idx];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) v = v + red[w * kSlice + idx];
-    out[2 * G + static_cast<int64_t>(g0 + g) * d + e] = v;
-  }
-  if (threadIdx.x < gn)
-    out[g0 + threadIdx.x] = stats[threadIdx.x], out[G + g0 + threadIdx.x] = stats[GP + threadIdx.x];
+  StoreSplitState<D32, GP>(a, r_local, kh, split, g0, gn, acc, stats, red, warp, lane);
 }
 
 template <int D32, int GP>

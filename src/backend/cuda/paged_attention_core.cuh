@@ -93,6 +93,90 @@ __device__ __forceinline__ SplitSoftmax SplitSoftmaxOf(float v0, float v1, int n
   return r;
 }
 
+// The pieces of a split block's work that the split kernel and the
+// streaming split kernel share (the same operations, the same order). A
+// block holds GP query heads (g0 .. g0 + gn - 1 of KV head kh's group);
+// lane `lane` holds head elements e0 .. e0 + D32 - 1, `valid` of them
+// inside head_dim.
+
+// q of the block's heads for row r into registers (0 outside them).
+template <int D32, int GP>
+__device__ __forceinline__ void LoadSplitQ(const AttnParams& a, int64_t r, int kh, int g0, int gn, int e0, int valid,
+                                           float (&q)[GP][D32]) {
+  const float* qrow = a.q + r * a.ldq + (static_cast<int64_t>(kh) * a.group + g0) * a.d;
+#pragma unroll
+  for (int g = 0; g < GP; ++g)
+#pragma unroll
+    for (int i = 0; i < D32; ++i) q[g][i] = g < gn && i < valid ? qrow[g * a.d + e0 + i] : 0.0f;
+}
+
+// One key's scores for the block's heads: each lane's fma chain over its
+// elements, the warp butterfly, times the scale; lane 0 stores them (or
+// -inf for a key past the split's nk) at column j of sc [GP][kSplitKeys].
+template <int D32, int GP>
+__device__ __forceinline__ void StoreKeyScores(const float (&q)[GP][D32], const float (&k)[D32], float scale,
+                                               bool ok, int j, int lane, float* sc) {
+#pragma unroll
+  for (int g = 0; g < GP; ++g) {
+    float part = 0.0f;
+#pragma unroll
+    for (int i = 0; i < D32; ++i) part = __fmaf_rn(q[g][i], k[i], part);
+    const float s = WarpSum(part) * scale;
+    if (lane == 0) sc[g * kSplitKeys + j] = ok ? s : -INFINITY;
+  }
+}
+
+// The split's softmax per head, one warp each: sc's scores become p in
+// place; stats [2][GP] gets m and l.
+template <int GP>
+__device__ __forceinline__ void SplitSoftmaxStats(float* sc, float* stats, int nk, int warp, int lane) {
+  for (int g = warp; g < GP; g += kWarps) {
+    const SplitSoftmax sm = SplitSoftmaxOf(sc[g * kSplitKeys + lane], sc[g * kSplitKeys + lane + 32], nk, lane);
+    sc[g * kSplitKeys + lane] = sm.p0;
+    sc[g * kSplitKeys + lane + 32] = sm.p1;
+    const float l = WarpSum(sm.p0 + sm.p1);
+    if (lane == 0) stats[g] = sm.m, stats[GP + g] = l;
+  }
+}
+
+// acc += p_j v for key j of the split, every head.
+template <int D32, int GP>
+__device__ __forceinline__ void AccumulateValue(const float* sc, int j, const float (&v)[D32], float (&acc)[GP][D32]) {
+#pragma unroll
+  for (int g = 0; g < GP; ++g) {
+    const float pj = sc[g * kSplitKeys + j];
+#pragma unroll
+    for (int i = 0; i < D32; ++i) acc[g][i] = __fmaf_rn(pj, v[i], acc[g][i]);
+  }
+}
+
+// The split's state [m, l, acc] of the block's heads into a.partial: the
+// warps' acc added in warp order through red [kWarps][GP][32 * D32] (one
+// block barrier inside; every thread calls it).
+template <int D32, int GP>
+__device__ __forceinline__ void StoreSplitState(const AttnParams& a, int64_t r_local, int kh, int split, int g0,
+                                                int gn, const float (&acc)[GP][D32], const float* stats, float* red,
+                                                int warp, int lane) {
+  constexpr int kSlice = GP * 32 * D32;
+#pragma unroll
+  for (int g = 0; g < GP; ++g)
+#pragma unroll
+    for (int i = 0; i < D32; ++i) red[warp * kSlice + (g * 32 + lane) * D32 + i] = acc[g][i];
+  __syncthreads();
+  const int G = a.group, d = a.d;
+  float* out = a.partial + ((r_local * a.kv_heads + kh) * a.splits_max + split) * StateFloats(a);
+  for (int t = threadIdx.x; t < gn * d; t += kWarps * 32) {
+    const int g = t / d, e = t - g * d;
+    const int idx = g * 32 * D32 + e;  // lane e / D32, element e % D32
+    float v = red[idx];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) v = v + red[w * kSlice + idx];
+    out[2 * G + static_cast<int64_t>(g0 + g) * d + e] = v;
+  }
+  if (threadIdx.x < gn)
+    out[g0 + threadIdx.x] = stats[threadIdx.x], out[G + g0 + threadIdx.x] = stats[GP + threadIdx.x];
+}
+
 struct RowInfo {
   int32_t seq, pos, lo, store;
 };

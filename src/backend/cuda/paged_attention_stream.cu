@@ -263,11 +263,7 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
   }
 
   float q[GP][D32];
-  const float* qrow = a.q + r * a.ldq + (static_cast<int64_t>(kh) * G + g0) * d;
-#pragma unroll
-  for (int g = 0; g < GP; ++g)
-#pragma unroll
-    for (int i = 0; i < D32; ++i) q[g][i] = g < gn ? qrow[g * d + e0 + i] : 0.0f;
+  LoadSplitQ<D32, GP>(a, r, kh, g0, gn, e0, D32, q);  // d = 32 * D32: every lane's elements valid
   const DevKvFormat m = OneHeadTurbo(st.f, hb);  // turbo only
 
   if constexpr (kVShared) {
@@ -288,14 +284,7 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
       } else {
         ReadSlice<D32>(k_region, j, lane, bf16, kv);
       }
-#pragma unroll
-      for (int g = 0; g < GP; ++g) {
-        float part = 0.0f;
-#pragma unroll
-        for (int i = 0; i < D32; ++i) part = __fmaf_rn(q[g][i], kv[i], part);
-        const float s = WarpSum(part) * a.scale;
-        if (lane == 0) sc[g * kSplitKeys + j] = s;
-      }
+      StoreKeyScores<D32, GP>(q, kv, a.scale, true, j, lane, sc);
     } else if (lane == 0) {
 #pragma unroll
       for (int g = 0; g < GP; ++g) sc[g * kSplitKeys + j] = -INFINITY;
@@ -303,13 +292,7 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
   }
   __syncthreads();
   // 2. softmax statistics of the split, one warp per query head
-  for (int g = warp; g < GP; g += kWarps) {
-    const SplitSoftmax sm = SplitSoftmaxOf(sc[g * kSplitKeys + lane], sc[g * kSplitKeys + lane + 32], nk, lane);
-    sc[g * kSplitKeys + lane] = sm.p0;
-    sc[g * kSplitKeys + lane + 32] = sm.p1;
-    const float l = WarpSum(sm.p0 + sm.p1);
-    if (lane == 0) stats[g] = sm.m, stats[GP + g] = l;
-  }
+  SplitSoftmaxStats<GP>(sc, stats, nk, warp, lane);
   if constexpr (kVShared) CpAsyncWait<0>();  // this thread's value copies
   __syncthreads();
   // 3. values
@@ -329,12 +312,7 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
       } else {
         ReadSlice<D32>(v_region, j, lane, bf16, vv);
       }
-#pragma unroll
-      for (int g = 0; g < GP; ++g) {
-        const float pj = sc[g * kSplitKeys + j];
-#pragma unroll
-        for (int i = 0; i < D32; ++i) acc[g][i] = __fmaf_rn(pj, vv[i], acc[g][i]);
-      }
+      AccumulateValue<D32, GP>(sc, j, vv, acc);
     }
   } else {
     const int64_t v_off = st.f.v_codes + slice_off + static_cast<int64_t>(e0) * 2;
@@ -355,34 +333,13 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
 #pragma unroll
       for (int jj = 0; jj < KB; ++jj) {
         if (j0 + jb + jj >= nk) break;
-#pragma unroll
-        for (int g = 0; g < GP; ++g) {
-          const float pj = sc[g * kSplitKeys + j0 + jb + jj];
-#pragma unroll
-          for (int i = 0; i < D32; ++i) acc[g][i] = __fmaf_rn(pj, vv[jj][i], acc[g][i]);
-        }
+        AccumulateValue<D32, GP>(sc, j0 + jb + jj, vv[jj], acc);
       }
     }
   }
   // The warps' sums, added in warp order (the key area is free: every
   // warp passed the barrier after its scores).
-  constexpr int kSlice = GP * 32 * D32;
-#pragma unroll
-  for (int g = 0; g < GP; ++g)
-#pragma unroll
-    for (int i = 0; i < D32; ++i) red[warp * kSlice + (g * 32 + lane) * D32 + i] = acc[g][i];
-  __syncthreads();
-  float* out = a.partial + ((r_local * a.kv_heads + kh) * a.splits_max + split) * StateFloats(a);
-  for (int t = threadIdx.x; t < gn * d; t += kThreads) {
-    const int g = t / d, e = t - g * d;
-    const int idx = g * 32 * D32 + e;  // lane e / D32, element e % D32
-    float v = red[idx];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) v = v + red[w * kSlice + idx];
-    out[2 * G + static_cast<int64_t>(g0 + g) * d + e] = v;
-  }
-  if (threadIdx.x < gn)
-    out[g0 + threadIdx.x] = stats[threadIdx.x], out[G + g0 + threadIdx.x] = stats[GP + threadIdx.x];
+  StoreSplitState<D32, GP>(a, r_local, kh, split, g0, gn, acc, stats, red, warp, lane);
 }
 
 template <int D32, int GP, int kLayout>
