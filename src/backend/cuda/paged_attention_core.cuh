@@ -17,6 +17,7 @@
 
 #include "backend/cuda/device_common.cuh"
 #include "backend/cuda/kv_codec.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace g4::cuda::attn {
 
@@ -191,6 +192,27 @@ __device__ __forceinline__ RowInfo ReadRow(const AttnParams& a, int64_t r) {
   ri.store = a.seq_store ? a.seq_store[ri.seq] : 0;
   if (ri.store != 0 && ri.store != 1) __trap();
   return ri;
+}
+
+// A split block's keys: row r's keys k_begin .. k_begin + nk - 1 (nk >= 1)
+// of its split `split` (counted from the row's first). False when the
+// block has nothing to compute: the row has fewer splits, or its sequence
+// is the query-tiled kernel's (the block then waits for its predecessor,
+// so that the merge launched after it finds the tiled kernel's states).
+// Reads only the step's uploaded arrays.
+__device__ __forceinline__ bool BlockSplitKeys(const AttnParams& a, int64_t r, int split, RowInfo& ri,
+                                               int64_t& k_begin, int& nk) {
+  ri = ReadRow(a, r);
+  const int64_t my = ri.lo / kSplitKeys + split;
+  if (my * kSplitKeys > ri.pos) return false;
+  if (TiledSeq(a, ri.seq)) {
+    WaitForPredecessor();
+    return false;
+  }
+  k_begin = max(static_cast<int64_t>(ri.lo), my * kSplitKeys);
+  const int64_t k_end = min(static_cast<int64_t>(ri.pos) + 1, (my + 1) * kSplitKeys);
+  nk = static_cast<int>(k_end - k_begin);
+  return true;
 }
 
 // The record of key j (positions fit in 32 bits: 32-bit division).

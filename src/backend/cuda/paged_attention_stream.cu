@@ -190,16 +190,10 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
   const int64_t r_local = blockIdx.z, r = a.row0 + r_local;
   const int kh = blockIdx.y;
   const int split = blockIdx.x / head_groups, hg = blockIdx.x % head_groups;
-  const RowInfo ri = ReadRow(a, r);
-  const int64_t my = ri.lo / kSplitKeys + split;
-  if (my * kSplitKeys > ri.pos) return;  // the row has fewer splits (the whole block)
-  if (TiledSeq(a, ri.seq)) {              // the query-tiled kernel's row (see SplitKernel)
-    WaitForPredecessor();
-    return;
-  }
-  const int64_t k_begin = max(static_cast<int64_t>(ri.lo), my * kSplitKeys);
-  const int64_t k_end = min(static_cast<int64_t>(ri.pos) + 1, (my + 1) * kSplitKeys);
-  const int nk = static_cast<int>(k_end - k_begin);
+  RowInfo ri;
+  int64_t k_begin;
+  int nk;
+  if (!BlockSplitKeys(a, r, split, ri, k_begin, nk)) return;
   const AttnStore st = ri.store == 0 ? a.store[0] : a.store[1];
   if (st.records == nullptr) __trap();
   const int G = a.group, d = a.d, g0 = hg * group_heads;
