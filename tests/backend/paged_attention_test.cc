@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -272,6 +273,74 @@ TEST_P(PagedAttentionTest, ChunkedPrefillEqualsOnePassEqualsDecode) {
       h.Reference({{s, 0, len}}, &want, &tol);
       EXPECT_TRUE(AllWithin(want, one_pass.data(), tol, qw)) << what;
     }
+  }
+}
+
+// Sets G4_CUDA_ATTN_STREAM for its lifetime (the CUDA backend reads it at
+// every PagedAttention call; other backends ignore it).
+class ScopedStreamMode {
+ public:
+  explicit ScopedStreamMode(const char* value) {
+    if (value != nullptr) setenv("G4_CUDA_ATTN_STREAM", value, 1);
+    else unsetenv("G4_CUDA_ATTN_STREAM");
+  }
+  ~ScopedStreamMode() { unsetenv("G4_CUDA_ATTN_STREAM"); }
+};
+
+// The CUDA backend's streaming split kernel (the split's slices copied
+// into shared memory first) against its split kernel, at the model head
+// sizes it takes, for plain 2-byte and TurboQuant stores: the same bits,
+// with one query head per block (a lone decode row) and grouped heads
+// (seven rows of a long sequence), beside a prefill run that the
+// query-tiled kernel takes, and with two turbo formats in one step; and
+// within the reference's tolerance. Other backends have no such switch.
+TEST_P(PagedAttentionTest, StreamingSplitKernelGivesTheSplitKernelsBits) {
+  if (backend().name() != "cuda") GTEST_SKIP() << "G4_CUDA_ATTN_STREAM is the CUDA backend's";
+  uint32_t seed = 700;
+  // The split kernel's output, then every streaming mode's, for one step.
+  auto expect_same_bits = [](PagedKvHarness& h, const std::vector<KvRun>& runs, const std::string& what) {
+    std::vector<float> split;
+    {
+      ScopedStreamMode off("0");
+      split = h.Step(runs, false);
+    }
+    for (const char* mode : {"1", "2", static_cast<const char*>(nullptr)}) {
+      ScopedStreamMode on(mode);
+      EXPECT_TRUE(BitwiseEqual(split, h.Step(runs, false), h.q_width()))
+          << what << " mode " << (mode != nullptr ? mode : "auto");
+    }
+    ExpectMatchesReference(h, runs, what);
+  };
+  const struct { int heads, kv_heads, head_dim; } kShapes[] = {{8, 2, 256}, {4, 1, 512}, {16, 1, 512}};
+  const KvCodecSpec kSpecs[] = {KvCodecSpec::Plain(DType::kBF16), KvCodecSpec::Plain(DType::kF16),
+                                KvCodecSpec::Turbo(8, 3), KvCodecSpec::Turbo(4, 2), KvCodecSpec::Turbo(5, 8)};
+  for (const auto& g : kShapes) {
+    AttentionShape shape;
+    shape.num_heads = g.heads;
+    shape.num_kv_heads = g.kv_heads;
+    shape.head_dim = g.head_dim;
+    const std::string geometry =
+        " d" + std::to_string(g.head_dim) + " " + std::to_string(g.heads) + "/" + std::to_string(g.kv_heads);
+    for (const KvCodecSpec& spec : kSpecs) {
+      for (int window : {0, 300}) {
+        shape.window = window;
+        const KvRecordFormat f = MakeFormat(spec, g.kv_heads, g.head_dim);
+        PagedKvHarness h(backend(), shape, f, KvRecordFormat{}, 16, 300, ++seed);
+        const int a = h.AddSequence(2000, 0), b = h.AddSequence(90, 0);
+        for (int sq : {a, b}) h.WriteOnHost(sq);
+        const std::string what = spec.signature() + geometry + " window " + std::to_string(window);
+        expect_same_bits(h, {{a, 1999, 1}}, what + ", one row");
+        expect_same_bits(h, {{a, 1993, 7}, {b, 0, 90}}, what + ", seven rows and a prefill run");
+        expect_same_bits(h, {{b, 89, 1}}, what + ", a short row");
+      }
+    }
+    // Two turbo formats in one step (the shared-memory parts sized for the larger).
+    shape.window = 0;
+    PagedKvHarness h(backend(), shape, MakeFormat(KvCodecSpec::Turbo(4, 2), g.kv_heads, g.head_dim),
+                     MakeFormat(KvCodecSpec::Turbo(8, 3), g.kv_heads, g.head_dim), 16, 300, ++seed);
+    const int a = h.AddSequence(1500, 1), b = h.AddSequence(700, 0);
+    for (int sq : {a, b}) h.WriteOnHost(sq);
+    expect_same_bits(h, {{a, 1499, 1}, {b, 695, 5}}, "two turbo stores" + geometry);
   }
 }
 

@@ -93,20 +93,7 @@ __global__ __launch_bounds__(kWarps * 32, P <= 2 ? 2 : 1) void AffineInt8Kernel(
   DevWeight& w = o.w;
   int64_t x0;
   int count;
-  if (src.table) {
-    const int tile = blockIdx.y;
-    if (tile >= *src.num_tiles) return;
-    const int e = src.tile_expert[tile];
-    x0 = src.tile_start[tile];
-    count = src.tile_count[tile];
-    w.data = src.table[3 * e];
-    w.scales = src.table[3 * e + 1];
-    w.biases = src.table[3 * e + 2];
-    w.vec16 = w.vec16 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
-  } else {
-    x0 = static_cast<int64_t>(blockIdx.y) * MT;
-    count = static_cast<int>(min(static_cast<int64_t>(MT), src.M - x0));
-  }
+  if (!BlockTile<MT>(src, w, x0, count)) return;
   const int64_t n0 = static_cast<int64_t>(static_cast<int32_t>(blockIdx.x) - set.first_block[which]) * kRows;
   const int64_t groups = w.groups_per_row;
   int64_t rows[kRowsPerWarp];

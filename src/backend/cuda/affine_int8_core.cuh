@@ -112,6 +112,44 @@ __device__ __forceinline__ void Unpack(const uint32_t (&wd)[B], uint32_t (&quad)
   }
 }
 
+// One lane's part of a one-row item (a row's round of 32 groups): the
+// group sum of group lane % (32 / P) + 32 / P * j, for the j = lane / (32 /
+// P) of this lane. Chunk load j of the item holds chunk c0 + 32 j (codes
+// wd[j], skipped past `chunks`); its dp4a with the quantized input xq, then
+// a group's P chunk sums (adjacent lanes of one load) added by shuffles, and
+// group q of the round handed to lane q. Both one-row kernels
+// (affine_int8_row.cu, affine_int8_row_block.cu) call this.
+template <int B, int P>
+__device__ __forceinline__ int RoundGroupSum(const uint32_t (&wd)[P][B], const int8_t* q, int64_t in_row, int64_t ldq,
+                                             int c0, int chunks, int lane) {
+  constexpr int G = 32 / P;  // groups per chunk load instruction
+  const int8_t* xq = q + in_row * ldq;
+  int s[P];
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    s[j] = 0;
+    if (c0 + 32 * j < chunks) {
+      uint32_t quad[8];
+      Unpack<B>(wd[j], quad);
+      const uint4* qp = reinterpret_cast<const uint4*>(xq + (c0 + 32 * j) * 32);
+      const uint4 a = __ldg(qp), b = __ldg(qp + 1);
+      int v = Dp4a(quad[0], a.x, 0);
+      v = Dp4a(quad[1], a.y, v), v = Dp4a(quad[2], a.z, v), v = Dp4a(quad[3], a.w, v);
+      v = Dp4a(quad[4], b.x, v), v = Dp4a(quad[5], b.y, v), v = Dp4a(quad[6], b.z, v);
+      s[j] = Dp4a(quad[7], b.w, v);
+    }
+  }
+  int isum = 0;
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+#pragma unroll
+    for (int m = 1; m < P; m <<= 1) s[j] += __shfl_xor_sync(0xffffffffu, s[j], m);
+    const int v = __shfl_sync(0xffffffffu, s[j], (lane % G) * P);
+    if (lane / G == j) isum = v;
+  }
+  return isum;
+}
+
 // Up to kMaxAffineOuts products in one launch: unit b (a block column of
 // the tiled kernel, a weight row of the one-row kernel) belongs to product
 // i when first_block[i] <= b < first_block[i + 1].
@@ -134,6 +172,30 @@ struct OutSet {
     return o;
   }
 };
+
+// The input rows and weights of a block of the tiled kernels (rows of tiles
+// of kRowsPerTile): with expert tiles (src.table), tile blockIdx.y's rows
+// and its expert's codes, scales and biases (into w, whose vec16 then also
+// needs the expert's codes 16-byte aligned); false for a tile past
+// *num_tiles (the block does nothing). Plain: the block's rows of src.M.
+template <int kRowsPerTile>
+__device__ __forceinline__ bool BlockTile(const TileSource& src, DevWeight& w, int64_t& x0, int& count) {
+  if (src.table) {
+    const int tile = blockIdx.y;
+    if (tile >= *src.num_tiles) return false;
+    const int e = src.tile_expert[tile];
+    x0 = src.tile_start[tile];
+    count = src.tile_count[tile];
+    w.data = src.table[3 * e];
+    w.scales = src.table[3 * e + 1];
+    w.biases = src.table[3 * e + 2];
+    w.vec16 = w.vec16 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+  } else {
+    x0 = static_cast<int64_t>(blockIdx.y) * kRowsPerTile;
+    count = static_cast<int>(min(static_cast<int64_t>(kRowsPerTile), src.M - x0));
+  }
+  return true;
+}
 
 // Whether there are products and all have bf16 scales and 16-byte aligned
 // codes: what the one-row kernels' instances specialized for them take.

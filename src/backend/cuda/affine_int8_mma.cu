@@ -5,7 +5,7 @@
 //
 // A block of WN x WM warps takes 16 WN weight rows and BM = 8 NI WM input
 // rows (shapes 128 x 64, 64 x 32, 32 x 8) and walks the columns in k-tiles
-// of 128 (four 32-column chunks), kStages deep: a tile's packed codes and
+// of 256 (eight 32-column chunks; 128 for groups of 32), kStages deep: a tile's packed codes and
 // quantized inputs arrive by cp.async into shared memory; the scales,
 // biases and the inputs' d and xs of the next tile are read into registers
 // while the current one computes, and stored as floats beside it (by
@@ -26,6 +26,7 @@
 
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/affine_int8_core.cuh"
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
 #include "core/check.h"
@@ -34,13 +35,25 @@ namespace g4::cuda {
 
 namespace {
 
-constexpr int kTileChunks = 4;   // 32-column chunks per k-tile
+// 32-column chunks per k-tile: 8, or 4 for groups of 32 (whose tile of 8
+// groups' scalars would not fit 128 registers beside the rest).
+constexpr int TileChunks(int gp) { return gp == 1 ? 4 : 8; }
 constexpr int kStages = 3;
-constexpr int kInStride = 40;    // words per input row of a stage: 32 + 8 (64-bit reads hit distinct banks)
+// Words per input row of a stage: the tile's, + 8 (64-bit reads hit
+// distinct banks).
+constexpr int InStride(int kc) { return 8 * kc + 8; }
 
-// Words per weight row of a stage: the tile's 4 B words plus padding that
-// puts a fragment load's 8 rows x 4 lanes in distinct banks.
-constexpr int CodeStride(int b) { return b == 2 ? 12 : b == 3 ? 20 : b == 4 ? 20 : b == 8 ? 40 : 28; }
+// Words per weight row of a stage: the tile's kc B words plus
+// padding that puts a fragment load's 8 rows x 4 lanes in distinct banks:
+// at least one padding word (3-, 5- and 6-bit fragments read one word past
+// their chunk); 4 mod 8 words (8 mod 16 for 8-bit, whose fragments are
+// 64-bit reads). With 4 chunks a tile: 12, 20, 20, 28, 28 and 40 words.
+constexpr int CodeStride(int b, int kc) {
+  const int m = b == 8 ? 16 : 8, r = b == 8 ? 8 : 4;
+  int s = kc * b + 1;
+  while (s % m != r) ++s;
+  return s;
+}
 
 // WN x WM warps: warp (wn, wm) takes weight rows 16 wn .. + 16 and input
 // rows 8 NI wm .. + 8 NI of the block. At most 128 registers a thread, so
@@ -51,30 +64,18 @@ struct MmaShape {
   static constexpr int kBlocksPerSm = 512 / kThreads;
   static constexpr int BN = WN * 16;                // weight rows per block
   static constexpr int BM = WM * 8 * NI;            // input rows per block
-  static constexpr int GT = kTileChunks / GP;       // groups per k-tile
-  static constexpr int CS = CodeStride(B);
+  static constexpr int KC = TileChunks(GP);          // chunks per k-tile
+  static constexpr int GT = KC / GP;                 // groups per k-tile
+  static constexpr int CS = CodeStride(B, KC);
+  static constexpr int IS = InStride(KC);
   static constexpr int code_words = BN * CS;
-  static constexpr int in_words = BM * kInStride;
+  static constexpr int in_words = BM * IS;
   static constexpr int side = (BN + BM) * GT * 2;   // s, b per weight row; d, xs per input row
   static constexpr int side_per_thread = (side + kThreads - 1) / kThreads;
   static constexpr int stage_words = code_words + in_words + side;
   static constexpr size_t smem_bytes = static_cast<size_t>(stage_words) * 4 * kStages;
   static_assert(stage_words % 4 == 0, "stages stay 16-byte aligned");
 };
-
-__device__ __forceinline__ void CpAsync16(uint32_t* dst, const void* src) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
-}
-__device__ __forceinline__ void CpAsync4(uint32_t* dst, const void* src) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(src) : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
 
 // c += a (16 x 32 u8, row) times b (32 x 8 s8, col), exact int32.
 __device__ __forceinline__ void MmaU8S8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -134,49 +135,37 @@ AffineMmaKernel(OutSet set, QRows qr, TileSource src) {
   FollowPredecessor();
   int64_t x0;
   int count;
-  if (src.table) {
-    const int tile = blockIdx.y;
-    if (tile >= *src.num_tiles) return;
-    const int e = src.tile_expert[tile];
-    x0 = src.tile_start[tile];
-    count = src.tile_count[tile];
-    w.data = src.table[3 * e];
-    w.scales = src.table[3 * e + 1];
-    w.biases = src.table[3 * e + 2];
-    w.vec16 = w.vec16 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
-  } else {
-    x0 = static_cast<int64_t>(blockIdx.y) * S::BM;
-    count = static_cast<int>(min(static_cast<int64_t>(S::BM), src.M - x0));
-  }
+  if (!BlockTile<S::BM>(src, w, x0, count)) return;
   const int64_t n0 = static_cast<int64_t>(static_cast<int32_t>(blockIdx.x) - set.first_block[which]) * S::BN;
   const int64_t groups = w.groups_per_row, chunks = groups * GP;
-  const int64_t ktiles = (chunks + kTileChunks - 1) / kTileChunks;
+  const int64_t ktiles = (chunks + S::KC - 1) / S::KC;
   const uint8_t* codes = static_cast<const uint8_t*>(w.data);
 
   // Tile kt's codes and inputs into stage st (cp.async; the caller commits).
   const auto produce = [&](int64_t kt, int st) {
     uint32_t* cs = smem + st * S::stage_words;
     uint32_t* in = cs + S::code_words;
-    const int nck = static_cast<int>(min(static_cast<int64_t>(kTileChunks), chunks - kt * kTileChunks));
-    if (w.vec16 && nck == kTileChunks) {
-      for (int e = tid; e < S::BN * B; e += kThreads) {  // B 16-byte pieces per row
-        const int r = e / B, p = e % B;
+    const int nck = static_cast<int>(min(static_cast<int64_t>(S::KC), chunks - kt * S::KC));
+    if (w.vec16 && nck == S::KC) {
+      constexpr int kPieces = B * S::KC / 4;  // 16-byte pieces per row
+      for (int e = tid; e < S::BN * kPieces; e += kThreads) {
+        const int r = e / kPieces, p = e % kPieces;
         const int64_t row = min(n0 + r, w.rows - 1);
-        CpAsync16(cs + r * S::CS + 4 * p, codes + row * w.row_bytes + kt * (16 * B) + 16 * p);
+        CpAsync16(cs + r * S::CS + 4 * p, codes + row * w.row_bytes + kt * (4 * B * S::KC) + 16 * p);
       }
     } else {
       const int words = nck * B;
       for (int e = tid; e < S::BN * words; e += kThreads) {
         const int r = e / words, p = e % words;
         const int64_t row = min(n0 + r, w.rows - 1);
-        CpAsync4(cs + r * S::CS + p, codes + row * w.row_bytes + kt * (16 * B) + 4 * p);
+        CpAsync4(cs + r * S::CS + p, codes + row * w.row_bytes + kt * (4 * B * S::KC) + 4 * p);
       }
     }
     const int pieces = 2 * nck;  // 16-byte pieces of an input row's tile
     for (int e = tid; e < S::BM * pieces; e += kThreads) {
       const int m = e / pieces, p = e % pieces;
       const int64_t xr = x0 + min(m, count - 1);
-      CpAsync16(in + m * kInStride + 4 * p, qr.q + xr * qr.ldq + kt * (32 * kTileChunks) + 16 * p);
+      CpAsync16(in + m * S::IS + 4 * p, qr.q + xr * qr.ldq + kt * (32 * S::KC) + 16 * p);
     }
   };
   // Tile kt's scalars, element i of the stage's side area at side[i]:
@@ -244,7 +233,7 @@ AffineMmaKernel(OutSet set, QRows qr, TileSource src) {
     const uint32_t* cs = smem + st * S::stage_words;
     const uint32_t* in = cs + S::code_words;
     const float* side = reinterpret_cast<const float*>(in + S::in_words);
-    const int nck = static_cast<int>(min(static_cast<int64_t>(kTileChunks), chunks - kt * kTileChunks));
+    const int nck = static_cast<int>(min(static_cast<int64_t>(S::KC), chunks - kt * S::KC));
 #pragma unroll 1
     for (int gl = 0; gl < S::GT; ++gl) {  // not unrolled: one group's registers at a time
       if (gl * GP >= nck) break;
@@ -257,7 +246,7 @@ AffineMmaKernel(OutSet set, QRows qr, TileSource src) {
         UnpackPair<B>(r0 + 8 * S::CS, t, a[1], a[3]);
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni) {
-          const uint2 b = *reinterpret_cast<const uint2*>(in + (tok_base + 8 * ni + g) * kInStride + 8 * chunk + 2 * t);
+          const uint2 b = *reinterpret_cast<const uint2*>(in + (tok_base + 8 * ni + g) * S::IS + 8 * chunk + 2 * t);
           MmaU8S8(acc[ni], a, b.x, b.y);
         }
       }

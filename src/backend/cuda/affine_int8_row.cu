@@ -82,8 +82,6 @@ template <int B, int P, bool kTable, int kScale, bool kVec16>
 __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8RowKernel(
     OutSet set, QRows qr, const RowProduct* __restrict__ table, int table_n, int32_t table_units, int table_groups) {
   constexpr int D = ItemsInFlight<B, P>();
-  constexpr int G = 32 / P;  // groups per chunk load instruction
-  constexpr unsigned kAll = 0xffffffffu;
   // [row][group], padded: lanes r read one group without conflicts.
   __shared__ float4 terms[kRowWarps][kBatch][33];
   // Host-described launches keep the small table (their shared memory, so
@@ -157,32 +155,7 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
       if (at.s >= end) break;
       const int c0 = at.k * 32 * P + lane;
       const int64_t in_row = kTable ? prod[at.p].in_row : 0;  // host-described: row 0, folded away
-      const int8_t* xq = qr.q + in_row * qr.ldq;
-      int s[P];
-#pragma unroll
-      for (int j = 0; j < P; ++j) {
-        s[j] = 0;
-        if (c0 + 32 * j < chunks) {
-          uint32_t quad[8];
-          Unpack<B>(wd[d][j], quad);
-          const uint4* qp = reinterpret_cast<const uint4*>(xq + (c0 + 32 * j) * 32);
-          const uint4 a = __ldg(qp), b = __ldg(qp + 1);
-          int v = Dp4a(quad[0], a.x, 0);
-          v = Dp4a(quad[1], a.y, v), v = Dp4a(quad[2], a.z, v), v = Dp4a(quad[3], a.w, v);
-          v = Dp4a(quad[4], b.x, v), v = Dp4a(quad[5], b.y, v), v = Dp4a(quad[6], b.z, v);
-          s[j] = Dp4a(quad[7], b.w, v);
-        }
-      }
-      // Chunk sums -> group sums (a group's P chunks lie in adjacent lanes of one
-      // instruction), then group q of the round to lane q.
-      int isum = 0;
-#pragma unroll
-      for (int j = 0; j < P; ++j) {
-#pragma unroll
-        for (int m = 1; m < P; m <<= 1) s[j] += __shfl_xor_sync(kAll, s[j], m);
-        const int v = __shfl_sync(kAll, s[j], (lane % G) * P);
-        if (lane / G == j) isum = v;
-      }
+      const int isum = RoundGroupSum<B, P>(wd[d], qr.q, in_row, qr.ldq, c0, chunks, lane);
       const int g = at.k * 32 + lane;
       if (g < groups)
         terms[warp][at.i][lane] =

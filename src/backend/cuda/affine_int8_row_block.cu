@@ -63,8 +63,6 @@ template <int B, int P>
 __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowBlockKernel(OutSet set, QRows qr, int32_t units,
                                                                                int groups) {
   constexpr int D = P * B <= 16 ? 2 : 1;  // items in flight per warp
-  constexpr unsigned kAll = 0xffffffffu;
-  constexpr int G = 32 / P;               // groups per chunk load instruction
   extern __shared__ float4 terms[];       // [kRows][TermsStride(groups)]
   __shared__ BlockRow rows[kRows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -110,31 +108,7 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowBlockKernel(OutS
       const int t = t0 + kWarps * d;
       if (t >= items) break;
       const int c0 = at.k * 32 * P + lane;
-      int s[P];
-#pragma unroll
-      for (int j = 0; j < P; ++j) {
-        s[j] = 0;
-        if (c0 + 32 * j < chunks) {
-          uint32_t quad[8];
-          Unpack<B>(wd[d][j], quad);
-          const uint4* qp = reinterpret_cast<const uint4*>(qr.q + (c0 + 32 * j) * 32);
-          const uint4 a = __ldg(qp), b = __ldg(qp + 1);
-          int v = Dp4a(quad[0], a.x, 0);
-          v = Dp4a(quad[1], a.y, v), v = Dp4a(quad[2], a.z, v), v = Dp4a(quad[3], a.w, v);
-          v = Dp4a(quad[4], b.x, v), v = Dp4a(quad[5], b.y, v), v = Dp4a(quad[6], b.z, v);
-          s[j] = Dp4a(quad[7], b.w, v);
-        }
-      }
-      // Chunk sums -> group sums (a group's P chunks lie in adjacent lanes of
-      // one instruction), then group q of the round to lane q.
-      int isum = 0;
-#pragma unroll
-      for (int j = 0; j < P; ++j) {
-#pragma unroll
-        for (int m = 1; m < P; m <<= 1) s[j] += __shfl_xor_sync(kAll, s[j], m);
-        const int v = __shfl_sync(kAll, s[j], (lane % G) * P);
-        if (lane / G == j) isum = v;
-      }
+      const int isum = RoundGroupSum<B, P>(wd[d], qr.q, 0, qr.ldq, c0, chunks, lane);
       const int g = at.k * 32 + lane;
       if (g < groups)
         terms[at.r * ld + g] = make_float4(__int2float_rn(isum), __fmul_rn(sc[d], qr.d[g]), bi[d], qr.xs[g]);

@@ -57,8 +57,13 @@ __device__ __forceinline__ const uint8_t* TileRecord(const uint8_t* mine, int j)
 //     the warps' sums added in warp order.
 // Every step's order is fixed by the row alone.
 template <int D32, int GP>
-__global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int head_groups, int group_heads) {
-  constexpr int KB = D32 <= 8 ? kKeysPerWarp : kKeysPerWarp / 2;  // keys loaded at once
+__global__ __launch_bounds__(kWarps * 32, GP == 1 ? 1 : 2) void SplitKernel(AttnParams a, int head_groups,
+                                                                        int group_heads) {
+  // Keys loaded at once: a narrow block 8 (4 at head_dim 512); a grouped
+  // one, whose q and acc hold GP heads, at most 32 floats of them, so that
+  // it fits 128 registers (two blocks per SM) without spilling.
+  constexpr int KB = GP == 1 ? (D32 <= 8 ? kKeysPerWarp : kKeysPerWarp / 2)
+                             : (32 / D32 < kKeysPerWarp ? (32 / D32 > 0 ? 32 / D32 : 1) : kKeysPerWarp);
   extern __shared__ float sm[];
   float* sc = sm;                       // [GP][kSplitKeys] scores, then p
   float* stats = sc + GP * kSplitKeys;  // [2][GP]: m, l
@@ -67,16 +72,10 @@ __global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int hea
   const int64_t r_local = blockIdx.z, r = a.row0 + r_local;
   const int kh = blockIdx.y;
   const int split = blockIdx.x / head_groups, hg = blockIdx.x % head_groups;
-  const RowInfo ri = ReadRow(a, r);
-  const int64_t my = ri.lo / kSplitKeys + split;
-  if (my * kSplitKeys > ri.pos) return;  // the row has fewer splits (the whole block)
-  if (TiledSeq(a, ri.seq)) {              // the query-tiled kernel's row: wait for it, so the
-    WaitForPredecessor();                 // merge after this kernel finds its states
-    return;
-  }
-  const int64_t k_begin = max(static_cast<int64_t>(ri.lo), my * kSplitKeys);
-  const int64_t k_end = min(static_cast<int64_t>(ri.pos) + 1, (my + 1) * kSplitKeys);
-  const int nk = static_cast<int>(k_end - k_begin);
+  RowInfo ri;
+  int64_t k_begin;
+  int nk;
+  if (!BlockSplitKeys(a, r, split, ri, k_begin, nk)) return;
   const AttnStore st = ri.store == 0 ? a.store[0] : a.store[1];
   if (st.records == nullptr) __trap();
   const int G = a.group, d = a.d, g0 = hg * group_heads;
@@ -98,11 +97,7 @@ __global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int hea
   FollowPredecessor();  // launched as a dependent (pdl.cuh)
 
   float q[GP][D32];
-  const float* qrow = a.q + r * a.ldq + (static_cast<int64_t>(kh) * G + g0) * d;
-#pragma unroll
-  for (int g = 0; g < GP; ++g)
-#pragma unroll
-    for (int i = 0; i < D32; ++i) q[g][i] = g < gn && i < valid ? qrow[g * d + e0 + i] : 0.0f;
+  LoadSplitQ<D32, GP>(a, r, kh, g0, gn, e0, valid, q);
 
   // 1. scores
 #pragma unroll
@@ -119,27 +114,12 @@ __global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int hea
       }
     }
 #pragma unroll
-    for (int jj = 0; jj < KB; ++jj) {
-      const bool ok = j0 + jb + jj < nk;
-#pragma unroll
-      for (int g = 0; g < GP; ++g) {
-        float part = 0.0f;
-#pragma unroll
-        for (int i = 0; i < D32; ++i) part = __fmaf_rn(q[g][i], kv[jj][i], part);
-        const float s = WarpSum(part) * a.scale;
-        if (lane == 0) sc[g * kSplitKeys + j0 + jb + jj] = ok ? s : -INFINITY;
-      }
-    }
+    for (int jj = 0; jj < KB; ++jj)
+      StoreKeyScores<D32, GP>(q, kv[jj], a.scale, j0 + jb + jj < nk, j0 + jb + jj, lane, sc);
   }
   __syncthreads();
   // 2. softmax statistics of the split, one warp per query head
-  for (int g = warp; g < GP; g += kWarps) {
-    const SplitSoftmax sm = SplitSoftmaxOf(sc[g * kSplitKeys + lane], sc[g * kSplitKeys + lane + 32], nk, lane);
-    sc[g * kSplitKeys + lane] = sm.p0;
-    sc[g * kSplitKeys + lane + 32] = sm.p1;
-    const float l = WarpSum(sm.p0 + sm.p1);
-    if (lane == 0) stats[g] = sm.m, stats[GP + g] = l;
-  }
+  SplitSoftmaxStats<GP>(sc, stats, nk, warp, lane);
   __syncthreads();
   // 3. values
   float acc[GP][D32];
@@ -163,31 +143,10 @@ __global__ __launch_bounds__(kWarps * 32) void SplitKernel(AttnParams a, int hea
 #pragma unroll
     for (int jj = 0; jj < KB; ++jj) {
       if (j0 + jb + jj >= nk) break;
-#pragma unroll
-      for (int g = 0; g < GP; ++g) {
-        const float pj = sc[g * kSplitKeys + j0 + jb + jj];
-#pragma unroll
-        for (int i = 0; i < D32; ++i) acc[g][i] = __fmaf_rn(pj, vv[jj][i], acc[g][i]);
-      }
+      AccumulateValue<D32, GP>(sc, j0 + jb + jj, vv[jj], acc);
     }
   }
-  constexpr int kSlice = GP * 32 * D32;
-#pragma unroll
-  for (int g = 0; g < GP; ++g)
-#pragma unroll
-    for (int i = 0; i < D32; ++i) red[warp * kSlice + (g * 32 + lane) * D32 + i] = acc[g][i];
-  __syncthreads();
-  float* out = a.partial + ((r_local * a.kv_heads + kh) * a.splits_max + split) * StateFloats(a);
-  for (int t = threadIdx.x; t < gn * d; t += kWarps * 32) {
-    const int g = t / d, e = t - g * d;
-    const int idx = g * 32 * D32 + e;  // lane e / D32, element e % D32
-    float v = red[idx];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) v = v + red[w * kSlice + idx];
-    out[2 * G + static_cast<int64_t>(g0 + g) * d + e] = v;
-  }
-  if (threadIdx.x < gn)
-    out[g0 + threadIdx.x] = stats[threadIdx.x], out[G + g0 + threadIdx.x] = stats[GP + threadIdx.x];
+  StoreSplitState<D32, GP>(a, r_local, kh, split, g0, gn, acc, stats, red, warp, lane);
 }
 
 template <int D32, int GP>
@@ -202,10 +161,6 @@ void LaunchSplit(const dim3& grid, size_t smem, const AttnParams& a, int head_gr
   LaunchDependent(SplitKernel<D32, GP>, grid, dim3(kWarps * 32), smem, stream, a, head_groups, group_heads);
 }
 
-// Query heads per block of the grouped split kernel: all of a KV head's
-// that fit in 32 floats of q per lane (4 at head_dim 256, 2 at 512).
-constexpr int WideHeads(int d32) { return std::min(16, 32 / d32); }
-
 // The split kernel's instance for D32: one query head per block (narrow)
 // or WideHeads.
 template <int D32>
@@ -213,51 +168,91 @@ auto SplitLauncher(bool narrow) {
   return narrow ? LaunchSplit<D32, 1> : LaunchSplit<D32, WideHeads(D32)>;
 }
 
-// One block per (row, query head): merge the row's splits in order.
-__global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
-  extern __shared__ float o[];  // [d]
+// Merges a row's splits in order, for one query head: out = (sum over
+// splits of exp(m_s - max) acc_s) / (sum of exp(m_s - max) l_s). One block
+// per (row, query head, chunk of kPer * kThreads elements), `chunks` per
+// head: at batch 1 a launch of one block per head has only `heads` blocks,
+// each walking all of a row's splits (512 at 32k context) as a chain of
+// memory waits, so plain stores take chunks of 128 elements (kPer 1; 2-4
+// blocks per head) and each block requests kBatch splits' states at once.
+// TurboQuant rows need the whole merged row for the inverse rotation: one
+// chunk of up to 512 elements (kPer 4). The maximum is taken by all threads
+// at once. Every element's sequence over the splits is the same in every
+// shape, so the choice moves no bit.
+template <int kPer, int kBatch>
+__global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a, int chunks) {
+  extern __shared__ float o[];  // [d], kPer > 1 only
+  __shared__ float warp_max[kThreads / 32];
   const int64_t r_local = blockIdx.y, r = a.row0 + r_local;
-  const int h = blockIdx.x, G = a.group, d = a.d, kh = h / G, g = h % G;
-  const RowInfo ri = ReadRow(a, r);  // the step's uploaded arrays: before the wait
-  FollowPredecessor();               // the split states are this step's (pdl.cuh)
+  const int h = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
+  const int G = a.group, d = a.d, kh = h / G, g = h % G;
+  const int e0 = chunk * kPer * kThreads;  // the chunk's first element
+  const RowInfo ri = ReadRow(a, r);        // the step's uploaded arrays: before the wait
+  const AttnStore& st = a.store[ri.store];
+  const bool turbo = st.f.kind == kKvTurbo;
+  if (turbo && kPer * kThreads < d) __trap();  // the rotation needs the whole row in one block
+  FollowPredecessor();                         // the split states are this step's (pdl.cuh)
   const int splits = static_cast<int>(ri.pos / kSplitKeys - ri.lo / kSplitKeys + 1);
   const int64_t state = StateFloats(a);
   const float* base = a.partial + (r_local * a.kv_heads + kh) * a.splits_max * state;
+  // The largest split maximum. fmaxf ignores NaN, so in any order it gives
+  // the largest non-NaN value (-inf when none): the value of the in-order
+  // fold from -inf (no split maximum is -0: scores are sums from +0 times a
+  // positive scale).
   float mx = -INFINITY;
-#pragma unroll 8
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, base[s * state + g]);
-  // Thread t owns elements t, t + kThreads, ... (d <= 4 * kThreads) in
-  // registers; every split's loads are unconditional so they pipeline.
-  constexpr int kPer = 512 / kThreads;
+  for (int s = threadIdx.x; s < splits; s += kThreads) mx = fmaxf(mx, base[s * state + g]);
+  mx = WarpMax(mx);
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = mx;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < kThreads / 32; ++w) mx = fmaxf(mx, warp_max[w]);
+  // Thread t owns elements e0 + t, e0 + t + kThreads, ... in registers;
+  // each batch's loads are issued before its arithmetic, which runs the
+  // splits in order.
   float l = 0.0f, acc[kPer];
 #pragma unroll
   for (int k = 0; k < kPer; ++k) acc[k] = 0.0f;
-#pragma unroll 4
-  for (int s = 0; s < splits; ++s) {
-    const float* ss = base + s * state;
-    const float ms = ss[g], ls = ss[G + g];
-    const float* as = ss + 2 * G + static_cast<int64_t>(g) * d;
-    float av[kPer];
+  for (int s0 = 0; s0 < splits; s0 += kBatch) {
+    float ms[kBatch], ls[kBatch], av[kBatch][kPer];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const bool in = s0 + b < splits;
+      const float* ss = base + static_cast<int64_t>(in ? s0 + b : 0) * state;
+      ms[b] = in ? ss[g] : -INFINITY;
+      ls[b] = in ? ss[G + g] : 0.0f;
+      const float* as = ss + 2 * G + static_cast<int64_t>(g) * d;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const int e = e0 + threadIdx.x + k * kThreads;
+        av[b][k] = in && e < d ? as[e] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      if (ms[b] == -INFINITY) continue;  // past the splits, or a split with no visible key
+      const float c = expf(ms[b] - mx);
+      l = l + ls[b] * c;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) acc[k] = __fmaf_rn(c, av[b][k], acc[k]);
+    }
+  }
+  const float inv = l > 0 ? 1.0f / l : 0.0f;
+  float* out = a.out + r * a.ldo + static_cast<int64_t>(h) * d;
+  if (!turbo) {
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int e = e0 + threadIdx.x + k * kThreads;
+      if (e < d) out[e] = acc[k] * inv;
+    }
+    return;
+  }
+  if constexpr (kPer > 1) {  // kvfmt::RotateInverse on the merged row
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       const int e = threadIdx.x + k * kThreads;
-      av[k] = e < d ? as[e] : 0.0f;
+      if (e < d) o[e] = acc[k] * inv;
     }
-    if (ms == -INFINITY) continue;
-    const float c = expf(ms - mx);
-    l = l + ls * c;
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) acc[k] = __fmaf_rn(c, av[k], acc[k]);
-  }
-  const float inv = l > 0 ? 1.0f / l : 0.0f;
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    const int e = threadIdx.x + k * kThreads;
-    if (e < d) o[e] = acc[k] * inv;
-  }
-  __syncthreads();
-  const AttnStore& st = a.store[ri.store];
-  if (st.f.kind == kKvTurbo) {  // kvfmt::RotateInverse on the merged row
+    __syncthreads();
     for (int hh = 1; hh < d; hh *= 2) {
       for (int p = threadIdx.x; p < d / 2; p += blockDim.x) {
         const int i = (p / hh) * 2 * hh + p % hh, j = i + hh;
@@ -270,9 +265,8 @@ __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a) {
     const float sc = 1.0f / sqrtf(static_cast<float>(d));
     for (int e = threadIdx.x; e < d; e += blockDim.x) o[e] = o[e] * (sc * st.signs[e]);
     __syncthreads();
+    for (int e = threadIdx.x; e < d; e += blockDim.x) out[e] = o[e];
   }
-  float* out = a.out + r * a.ldo + static_cast<int64_t>(h) * d;
-  for (int e = threadIdx.x; e < d; e += blockDim.x) out[e] = o[e];
 }
 
 AttnStore MakeAttnStore(const PagedKvStore& s) {
@@ -348,7 +342,11 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
     st.vec = st.records != nullptr && f.kind == kKvPlain && a.d == 32 * D32 && f.record_bytes % 16 == 0 &&
              f.k_codes % 16 == 0 && f.v_codes % 16 == 0 && reinterpret_cast<uintptr_t>(st.records) % 16 == 0;
   }
-  const size_t merge_smem = static_cast<size_t>(a.d) * sizeof(float);
+  // The merge: chunks of 128 elements unless a store in use is TurboQuant.
+  bool any_turbo = false;
+  for (const AttnStore& st : a.store) any_turbo = any_turbo || (st.records != nullptr && st.f.kind == kKvTurbo);
+  const int merge_chunks = any_turbo ? 1 : (a.d + kThreads - 1) / kThreads;
+  const size_t merge_smem = any_turbo ? static_cast<size_t>(a.d) * sizeof(float) : 0;
   const auto launch_split = D32 == 1   ? SplitLauncher<1>(narrow)
                             : D32 == 2 ? SplitLauncher<2>(narrow)
                             : D32 == 4 ? SplitLauncher<4>(narrow)
@@ -367,6 +365,10 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   a.max_kv_len = max_len;
   a.q_vec = a.d == 32 * D32 && a.ldq % 4 == 0 && reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
   a.state_vec = a.d % 4 == 0 && a.group % 2 == 0 && reinterpret_cast<uintptr_t>(a.partial) % 16 == 0;
+  // The streaming kernel, where it fits, computes the split kernel's states
+  // bit for bit: the choice moves no bit.
+  const int stream_layout = StreamLayoutFor(a, D32, StreamMode());
+  const bool stream_split = stream_layout != kStreamNone;
   for (int64_t r0 = 0; r0 < rows; r0 += group_rows) {
     const int64_t n = std::min(group_rows, rows - r0);
     a.row0 = r0;
@@ -377,13 +379,22 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
     }
     if (split) {
       const dim3 grid(static_cast<unsigned>(a.splits_max * head_groups), a.kv_heads, static_cast<unsigned>(n));
-      SubProfile sp_split(stream, rows == 1 ? "attention split (1 row)" : "attention split");
-      launch_split(grid, split_smem, a, head_groups, group_heads, stream);
+      if (stream_split) {
+        SubProfile sp_split(stream, rows == 1 ? "attention stream (1 row)" : "attention stream");
+        LaunchStreamSplit(a, D32, stream_layout, narrow, grid, head_groups, group_heads, stream);
+      } else {
+        SubProfile sp_split(stream, rows == 1 ? "attention split (1 row)" : "attention split");
+        launch_split(grid, split_smem, a, head_groups, group_heads, stream);
+      }
       G4_CUDA_LAUNCHED();
     }
     SubProfile sp_merge(stream, rows == 1 ? "attention merge (1 row)" : "attention merge");
-    LaunchDependent(MergeKernel, dim3(a.heads, static_cast<unsigned>(n)), dim3(kThreads), merge_smem, stream,
-                    a);
+    const dim3 merge_grid(static_cast<unsigned>(a.heads * merge_chunks), static_cast<unsigned>(n));
+    if (any_turbo) {
+      LaunchDependent(MergeKernel<4, 16>, merge_grid, dim3(kThreads), merge_smem, stream, a, merge_chunks);
+    } else {
+      LaunchDependent(MergeKernel<1, 32>, merge_grid, dim3(kThreads), merge_smem, stream, a, merge_chunks);
+    }
     G4_CUDA_LAUNCHED();
   }
 }

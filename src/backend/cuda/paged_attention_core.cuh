@@ -17,6 +17,7 @@
 
 #include "backend/cuda/device_common.cuh"
 #include "backend/cuda/kv_codec.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace g4::cuda::attn {
 
@@ -93,6 +94,90 @@ __device__ __forceinline__ SplitSoftmax SplitSoftmaxOf(float v0, float v1, int n
   return r;
 }
 
+// The pieces of a split block's work that the split kernel and the
+// streaming split kernel share (the same operations, the same order). A
+// block holds GP query heads (g0 .. g0 + gn - 1 of KV head kh's group);
+// lane `lane` holds head elements e0 .. e0 + D32 - 1, `valid` of them
+// inside head_dim.
+
+// q of the block's heads for row r into registers (0 outside them).
+template <int D32, int GP>
+__device__ __forceinline__ void LoadSplitQ(const AttnParams& a, int64_t r, int kh, int g0, int gn, int e0, int valid,
+                                           float (&q)[GP][D32]) {
+  const float* qrow = a.q + r * a.ldq + (static_cast<int64_t>(kh) * a.group + g0) * a.d;
+#pragma unroll
+  for (int g = 0; g < GP; ++g)
+#pragma unroll
+    for (int i = 0; i < D32; ++i) q[g][i] = g < gn && i < valid ? qrow[g * a.d + e0 + i] : 0.0f;
+}
+
+// One key's scores for the block's heads: each lane's fma chain over its
+// elements, the warp butterfly, times the scale; lane 0 stores them (or
+// -inf for a key past the split's nk) at column j of sc [GP][kSplitKeys].
+template <int D32, int GP>
+__device__ __forceinline__ void StoreKeyScores(const float (&q)[GP][D32], const float (&k)[D32], float scale,
+                                               bool ok, int j, int lane, float* sc) {
+#pragma unroll
+  for (int g = 0; g < GP; ++g) {
+    float part = 0.0f;
+#pragma unroll
+    for (int i = 0; i < D32; ++i) part = __fmaf_rn(q[g][i], k[i], part);
+    const float s = WarpSum(part) * scale;
+    if (lane == 0) sc[g * kSplitKeys + j] = ok ? s : -INFINITY;
+  }
+}
+
+// The split's softmax per head, one warp each: sc's scores become p in
+// place; stats [2][GP] gets m and l.
+template <int GP>
+__device__ __forceinline__ void SplitSoftmaxStats(float* sc, float* stats, int nk, int warp, int lane) {
+  for (int g = warp; g < GP; g += kWarps) {
+    const SplitSoftmax sm = SplitSoftmaxOf(sc[g * kSplitKeys + lane], sc[g * kSplitKeys + lane + 32], nk, lane);
+    sc[g * kSplitKeys + lane] = sm.p0;
+    sc[g * kSplitKeys + lane + 32] = sm.p1;
+    const float l = WarpSum(sm.p0 + sm.p1);
+    if (lane == 0) stats[g] = sm.m, stats[GP + g] = l;
+  }
+}
+
+// acc += p_j v for key j of the split, every head.
+template <int D32, int GP>
+__device__ __forceinline__ void AccumulateValue(const float* sc, int j, const float (&v)[D32], float (&acc)[GP][D32]) {
+#pragma unroll
+  for (int g = 0; g < GP; ++g) {
+    const float pj = sc[g * kSplitKeys + j];
+#pragma unroll
+    for (int i = 0; i < D32; ++i) acc[g][i] = __fmaf_rn(pj, v[i], acc[g][i]);
+  }
+}
+
+// The split's state [m, l, acc] of the block's heads into a.partial: the
+// warps' acc added in warp order through red [kWarps][GP][32 * D32] (one
+// block barrier inside; every thread calls it).
+template <int D32, int GP>
+__device__ __forceinline__ void StoreSplitState(const AttnParams& a, int64_t r_local, int kh, int split, int g0,
+                                                int gn, const float (&acc)[GP][D32], const float* stats, float* red,
+                                                int warp, int lane) {
+  constexpr int kSlice = GP * 32 * D32;
+#pragma unroll
+  for (int g = 0; g < GP; ++g)
+#pragma unroll
+    for (int i = 0; i < D32; ++i) red[warp * kSlice + (g * 32 + lane) * D32 + i] = acc[g][i];
+  __syncthreads();
+  const int G = a.group, d = a.d;
+  float* out = a.partial + ((r_local * a.kv_heads + kh) * a.splits_max + split) * StateFloats(a);
+  for (int t = threadIdx.x; t < gn * d; t += kWarps * 32) {
+    const int g = t / d, e = t - g * d;
+    const int idx = g * 32 * D32 + e;  // lane e / D32, element e % D32
+    float v = red[idx];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) v = v + red[w * kSlice + idx];
+    out[2 * G + static_cast<int64_t>(g0 + g) * d + e] = v;
+  }
+  if (threadIdx.x < gn)
+    out[g0 + threadIdx.x] = stats[threadIdx.x], out[G + g0 + threadIdx.x] = stats[GP + threadIdx.x];
+}
+
 struct RowInfo {
   int32_t seq, pos, lo, store;
 };
@@ -107,6 +192,27 @@ __device__ __forceinline__ RowInfo ReadRow(const AttnParams& a, int64_t r) {
   ri.store = a.seq_store ? a.seq_store[ri.seq] : 0;
   if (ri.store != 0 && ri.store != 1) __trap();
   return ri;
+}
+
+// A split block's keys: row r's keys k_begin .. k_begin + nk - 1 (nk >= 1)
+// of its split `split` (counted from the row's first). False when the
+// block has nothing to compute: the row has fewer splits, or its sequence
+// is the query-tiled kernel's (the block then waits for its predecessor,
+// so that the merge launched after it finds the tiled kernel's states).
+// Reads only the step's uploaded arrays.
+__device__ __forceinline__ bool BlockSplitKeys(const AttnParams& a, int64_t r, int split, RowInfo& ri,
+                                               int64_t& k_begin, int& nk) {
+  ri = ReadRow(a, r);
+  const int64_t my = ri.lo / kSplitKeys + split;
+  if (my * kSplitKeys > ri.pos) return false;
+  if (TiledSeq(a, ri.seq)) {
+    WaitForPredecessor();
+    return false;
+  }
+  k_begin = max(static_cast<int64_t>(ri.lo), my * kSplitKeys);
+  const int64_t k_end = min(static_cast<int64_t>(ri.pos) + 1, (my + 1) * kSplitKeys);
+  nk = static_cast<int>(k_end - k_begin);
+  return true;
 }
 
 // The record of key j (positions fit in 32 bits: 32-bit division).
@@ -203,9 +309,38 @@ __device__ __forceinline__ void LoadSlice(const AttnStore& st, const uint8_t* re
   if (st.vec) {
     LoadElems<N>(st, rec, base, valid, value, out);
   } else {
-    LoadElemsDecoded<N>(st, rec, base, valid, value, out);
+    // The call takes addresses: handed the caller's store and slice, it
+    // would keep both in local memory on the plain path too (every plain
+    // key's elements stored to the stack and read back, the store's fields
+    // read from it). Copies, made on this path only, keep them in registers.
+    const AttnStore copy = st;
+    float decoded[N];
+    LoadElemsDecoded<N>(copy, rec, base, valid, value, decoded);
+#pragma unroll
+    for (int i = 0; i < N; ++i) out[i] = decoded[i];
   }
 }
+
+// Query heads per block of the grouped split kernels: all of a KV head's
+// that fit in 32 floats of q per lane (4 at head_dim 256, 2 at 512).
+constexpr int WideHeads(int d32) { return 32 / d32 < 16 ? 32 / d32 : 16; }
+
+// Host side of the streaming split kernel (paged_attention_stream.cu).
+// G4_CUDA_ATTN_STREAM, read at every call (tests switch it): 0 off, 1 plain
+// keys and values through shared memory, 2 plain keys only (values through
+// L2), unset or anything else automatic (plain values too at head_dim 256);
+// turbo stores stream keys and values unless it is 0.
+constexpr int kStreamAuto = -1, kStreamOff = 0, kStreamKeysAndValues = 1, kStreamKeys = 2;
+int StreamMode();
+// The streaming kernel's layout for a's split launch, or kStreamNone (the
+// split kernel): head_dim 256 or 512 (d32 8 or 16) and every store in use
+// plain 2-byte with vec slices, or every one turbo in 16-byte pieces.
+constexpr int kStreamNone = -1, kStreamPlainKeysValues = 0, kStreamPlainKeys = 1, kStreamTurbo = 2;
+int StreamLayoutFor(const AttnParams& a, int d32, int mode);
+// The split kernel's launch (same grid, same head grouping: GP 1 when
+// `narrow`, else WideHeads) on the streaming kernel; bitwise its states.
+void LaunchStreamSplit(const AttnParams& a, int d32, int layout, bool narrow, const dim3& grid, int head_groups,
+                       int group_heads, cudaStream_t stream);
 
 // Host side of the query-tiled kernel (paged_attention_tiled.cu).
 // G4_CUDA_ATTN_TILED_MIN_ROWS (default kTiledMinRowsDefault; 0: never)
