@@ -40,12 +40,6 @@ using namespace attn;  // NOLINT: the shared pieces (paged_attention_core.cuh)
 constexpr int kThreads = 128;                         // merge block
 constexpr size_t kPartialBudget = size_t{512} << 20;  // bytes of split states per launch
 
-// Record j of the tile, computed by lane j and broadcast.
-__device__ __forceinline__ const uint8_t* TileRecord(const uint8_t* mine, int j) {
-  return reinterpret_cast<const uint8_t*>(
-      __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(mine), j));
-}
-
 // One block of kWarps warps per (row, KV head, split, group of up to GP
 // query heads); warp w owns the split's keys w * kKeysPerWarp ..; lane l
 // owns head elements l * D32 .. l * D32 + D32 - 1 (q in registers).
@@ -62,8 +56,7 @@ __global__ __launch_bounds__(kWarps * 32, GP == 1 ? 1 : 2) void SplitKernel(Attn
   // Keys loaded at once: a narrow block 8 (4 at head_dim 512); a grouped
   // one, whose q and acc hold GP heads, at most 32 floats of them, so that
   // it fits 128 registers (two blocks per SM) without spilling.
-  constexpr int KB = GP == 1 ? (D32 <= 8 ? kKeysPerWarp : kKeysPerWarp / 2)
-                             : (32 / D32 < kKeysPerWarp ? (32 / D32 > 0 ? 32 / D32 : 1) : kKeysPerWarp);
+  constexpr int KB = GP == 1 ? (D32 <= 8 ? kKeysPerWarp : kKeysPerWarp / 2) : std::min(32 / D32, kKeysPerWarp);
   extern __shared__ float sm[];
   float* sc = sm;                       // [GP][kSplitKeys] scores, then p
   float* stats = sc + GP * kSplitKeys;  // [2][GP]: m, l

@@ -215,6 +215,12 @@ __device__ __forceinline__ bool BlockSplitKeys(const AttnParams& a, int64_t r, i
   return true;
 }
 
+// Record j of a warp's keys, computed by lane j and broadcast.
+__device__ __forceinline__ const uint8_t* TileRecord(const uint8_t* mine, int j) {
+  return reinterpret_cast<const uint8_t*>(
+      __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(mine), j));
+}
+
 // The record of key j (positions fit in 32 bits: 32-bit division).
 __device__ __forceinline__ const uint8_t* Record(const AttnParams& a, const AttnStore& s, int32_t seq,
                                                  int32_t j) {

@@ -315,8 +315,7 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
       float vv[KB][D32];
 #pragma unroll
       for (int jj = 0; jj < KB; ++jj) {
-        const uint8_t* rec = reinterpret_cast<const uint8_t*>(
-            __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(my_rec), jb + jj));
+        const uint8_t* rec = TileRecord(my_rec, jb + jj);
         if (rec != nullptr) {
           LoadPlain2<D32>(rec + v_off, bf16, vv[jj]);
         } else {
