@@ -276,16 +276,57 @@ TEST_P(PagedAttentionTest, ChunkedPrefillEqualsOnePassEqualsDecode) {
   }
 }
 
-// Sets G4_CUDA_ATTN_STREAM for its lifetime (the CUDA backend reads it at
-// every PagedAttention call; other backends ignore it).
-class ScopedStreamMode {
+// Sets an environment variable for its lifetime and unsets it after (the
+// CUDA backend reads G4_CUDA_ATTN_STREAM and G4_CUDA_ATTN_MMA at every
+// PagedAttention call; other backends ignore them).
+class ScopedEnv {
  public:
-  explicit ScopedStreamMode(const char* value) {
-    if (value != nullptr) setenv("G4_CUDA_ATTN_STREAM", value, 1);
-    else unsetenv("G4_CUDA_ATTN_STREAM");
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (value != nullptr) setenv(name, value, 1);
+    else unsetenv(name);
   }
-  ~ScopedStreamMode() { unsetenv("G4_CUDA_ATTN_STREAM"); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
 };
+
+// The model geometries with the models' KV format (plain bf16), which the
+// CUDA backend computes on the tensor cores (its run kernel for a prefill
+// run, its row kernel for a lone row): every row of a prefill run, beside
+// another sequence's run, has the bits of that row decoded alone, and is
+// within the reference's tolerance.
+TEST_P(PagedAttentionTest, ModelShapesKeepTheContract) {
+  uint32_t seed = 650;
+  const struct { int heads, kv_heads, head_dim; } kShapes[] = {
+      {8, 2, 256}, {16, 8, 256}, {16, 1, 512}, {8, 2, 512}};
+  for (const auto& g : kShapes) {
+    for (int window : {0, 300}) {
+      AttentionShape shape;
+      shape.num_heads = g.heads;
+      shape.num_kv_heads = g.kv_heads;
+      shape.head_dim = g.head_dim;
+      shape.window = window;
+      const KvRecordFormat f = MakeFormat(KvCodecSpec::Plain(DType::kBF16), g.kv_heads, g.head_dim);
+      PagedKvHarness h(backend(), shape, f, KvRecordFormat{}, 16, 128, ++seed);
+      const int a = h.AddSequence(700, 0), b = h.AddSequence(45, 0);
+      for (int sq : {a, b}) h.WriteOnHost(sq);
+      const int64_t qw = h.q_width();
+      const std::string what = "d" + std::to_string(g.head_dim) + " " + std::to_string(g.heads) + "/" +
+                               std::to_string(g.kv_heads) + " window " + std::to_string(window);
+      const std::vector<KvRun> runs = {{b, 5, 40}, {a, 597, 103}};
+      const std::vector<float> both = h.Step(runs, false);
+      for (int64_t p : {597, 598, 640, 641, 660, 699}) {
+        const std::vector<float> alone = h.Step({{a, p, 1}}, false);
+        EXPECT_TRUE(BitwiseEqual(alone, SliceRows(both, qw, 40 + (p - 597), 1), qw)) << what << " row " << p;
+      }
+      EXPECT_TRUE(BitwiseEqual(h.Step({{b, 44, 1}}, false), SliceRows(both, qw, 39, 1), qw)) << what;
+      ExpectMatchesReference(h, runs, what);
+    }
+  }
+}
 
 // The CUDA backend's streaming split kernel (the split's slices copied
 // into shared memory first) against its split kernel, at the model head
@@ -296,16 +337,17 @@ class ScopedStreamMode {
 // within the reference's tolerance. Other backends have no such switch.
 TEST_P(PagedAttentionTest, StreamingSplitKernelGivesTheSplitKernelsBits) {
   if (backend().name() != "cuda") GTEST_SKIP() << "G4_CUDA_ATTN_STREAM is the CUDA backend's";
+  ScopedEnv cuda_cores("G4_CUDA_ATTN_MMA", "0");  // plain bf16 stores on the split kernels too
   uint32_t seed = 700;
   // The split kernel's output, then every streaming mode's, for one step.
   auto expect_same_bits = [](PagedKvHarness& h, const std::vector<KvRun>& runs, const std::string& what) {
     std::vector<float> split;
     {
-      ScopedStreamMode off("0");
+      ScopedEnv off("G4_CUDA_ATTN_STREAM", "0");
       split = h.Step(runs, false);
     }
     for (const char* mode : {"1", "2", static_cast<const char*>(nullptr)}) {
-      ScopedStreamMode on(mode);
+      ScopedEnv on("G4_CUDA_ATTN_STREAM", mode);
       EXPECT_TRUE(BitwiseEqual(split, h.Step(runs, false), h.q_width()))
           << what << " mode " << (mode != nullptr ? mode : "auto");
     }

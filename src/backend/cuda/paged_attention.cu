@@ -335,6 +335,16 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
     st.vec = st.records != nullptr && f.kind == kKvPlain && a.d == 32 * D32 && f.record_bytes % 16 == 0 &&
              f.k_codes % 16 == 0 && f.v_codes % 16 == 0 && reinterpret_cast<uintptr_t>(st.records) % 16 == 0;
   }
+  // Stores the tensor-core kernels take (a function of the store's format
+  // and head_dim alone); when every store in use is one, the CUDA-core
+  // split-state kernels are not launched.
+  const bool mma_on = MmaModeOn();
+  bool any_mma = false, all_mma = true;
+  for (AttnStore& st : a.store) {
+    st.mma = mma_on && MmaStorable(st, a.d);
+    any_mma = any_mma || st.mma;
+    all_mma = all_mma && (st.records == nullptr || st.mma);
+  }
   // The merge: chunks of 128 elements unless a store in use is TurboQuant.
   bool any_turbo = false;
   for (const AttnStore& st : a.store) any_turbo = any_turbo || (st.records != nullptr && st.f.kind == kKvTurbo);
@@ -351,8 +361,10 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   // Sequences of tiled_min rows or more (prefill runs) take the query-tiled
   // kernel; the split kernel runs too unless the step is one such sequence.
   const int tiled_min = args.rows.query_start != nullptr ? TiledMinRows() : 0;
-  const bool tiled = tiled_min > 0 && args.rows.max_query_rows >= tiled_min;
-  const bool split = !tiled || args.rows.num_seqs > 1 || rows < tiled_min;
+  const bool tiled = !all_mma && tiled_min > 0 && args.rows.max_query_rows >= tiled_min;
+  const bool split = !all_mma && (!tiled || args.rows.num_seqs > 1 || rows < tiled_min);
+  // The tensor-core run kernel where a sequence has a prefill run's rows.
+  const bool mma_runs = args.rows.max_query_rows >= kTiledMinRowsDefault;
   a.query_start = args.rows.query_start;
   a.tiled_min_rows = tiled ? tiled_min : 0;
   a.max_kv_len = max_len;
@@ -379,6 +391,11 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
         SubProfile sp_split(stream, rows == 1 ? "attention split (1 row)" : "attention split");
         launch_split(grid, split_smem, a, head_groups, group_heads, stream);
       }
+      G4_CUDA_LAUNCHED();
+    }
+    if (any_mma) {
+      SubProfile sp_mma(stream, mma_runs ? "attention mma runs" : "attention mma rows");
+      LaunchMma(a, mma_runs, n, stream);
       G4_CUDA_LAUNCHED();
     }
     SubProfile sp_merge(stream, rows == 1 ? "attention merge (1 row)" : "attention merge");

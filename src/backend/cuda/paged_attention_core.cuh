@@ -32,6 +32,9 @@ struct AttnStore {
   const float* centroids = nullptr;
   const float* signs = nullptr;
   bool vec = false;  // plain, head slices 16-byte aligned and filling the lanes: wide loads
+  // Its rows' states come from the tensor-core kernels
+  // (paged_attention_mma.cu), which the other split-state kernels skip.
+  bool mma = false;
 };
 
 struct AttnParams {
@@ -73,9 +76,14 @@ __device__ __forceinline__ int32_t SeqRows(const AttnParams& a, int32_t seq) {
   return a.query_start[seq + 1] - a.query_start[seq];
 }
 
+// Whether sequence `seq`'s store takes the tensor-core kernels.
+__device__ __forceinline__ bool MmaSeq(const AttnParams& a, int32_t seq) {
+  return (a.seq_store != nullptr && a.seq_store[seq] != 0) ? a.store[1].mma : a.store[0].mma;
+}
+
 // Whether sequence `seq`'s rows go to the query-tiled kernel.
 __device__ __forceinline__ bool TiledSeq(const AttnParams& a, int32_t seq) {
-  return a.tiled_min_rows > 0 && SeqRows(a, seq) >= a.tiled_min_rows;
+  return a.tiled_min_rows > 0 && SeqRows(a, seq) >= a.tiled_min_rows && !MmaSeq(a, seq);
 }
 
 // The softmax step of one split for one (row, query head), by one warp, as
@@ -197,15 +205,16 @@ __device__ __forceinline__ RowInfo ReadRow(const AttnParams& a, int64_t r) {
 // A split block's keys: row r's keys k_begin .. k_begin + nk - 1 (nk >= 1)
 // of its split `split` (counted from the row's first). False when the
 // block has nothing to compute: the row has fewer splits, or its sequence
-// is the query-tiled kernel's (the block then waits for its predecessor,
-// so that the merge launched after it finds the tiled kernel's states).
+// is the query-tiled kernel's or the tensor-core kernels' (the block then
+// waits for its predecessor, so that the merge launched after it finds the
+// tiled kernel's states).
 // Reads only the step's uploaded arrays.
 __device__ __forceinline__ bool BlockSplitKeys(const AttnParams& a, int64_t r, int split, RowInfo& ri,
                                                int64_t& k_begin, int& nk) {
   ri = ReadRow(a, r);
   const int64_t my = ri.lo / kSplitKeys + split;
   if (my * kSplitKeys > ri.pos) return false;
-  if (TiledSeq(a, ri.seq)) {
+  if (TiledSeq(a, ri.seq) || MmaSeq(a, ri.seq)) {
     WaitForPredecessor();
     return false;
   }
@@ -356,5 +365,17 @@ int TiledMinRows();
 // The split states of the `rows` rows from a.row0 whose sequences
 // TiledSeq selects; d32 = head_dim / 32 rounded up to 1, 2, 4, 8 or 16.
 void LaunchTiled(const AttnParams& a, int d32, int64_t rows, cudaStream_t stream);
+
+// Host side of the tensor-core kernels (paged_attention_mma.cu).
+// G4_CUDA_ATTN_MMA, read at every call (tests switch it): "0" keeps every
+// store on the CUDA-core kernels; otherwise stores MmaStorable admits take
+// the tensor-core kernels.
+bool MmaModeOn();
+// Plain bf16 with vec slices, head_dim 64, 128, 256 or 512.
+bool MmaStorable(const AttnStore& st, int d);
+// The split states of the `rows` rows from a.row0 whose stores are mma:
+// `runs` picks the run kernel (64 entries of consecutive rows per block)
+// over the row kernel (one row's heads per block); the states are the same.
+void LaunchMma(const AttnParams& a, bool runs, int64_t rows, cudaStream_t stream);
 
 }  // namespace g4::cuda::attn
