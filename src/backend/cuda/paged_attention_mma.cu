@@ -50,7 +50,10 @@ constexpr int kKeyChunks = kSplitKeys / 16;    // value k-steps per split
 constexpr int kScoreStride = kSplitKeys + 1;   // floats per score row
 constexpr int kPStride = kSplitKeys + 8;       // bf16 per p row: A-fragment words on distinct banks
 
-template <int D, int EG>
+// SHARE: the values land in the keys' buffer once the scores are done (the
+// block's shared memory halves, at the price of the copies overlapping no
+// work of the same block).
+template <int D, int EG, bool SHARE>
 struct MmaShape {
   static constexpr int kEntries = kEntryTile * EG;
   // bf16 per key row: 16 bytes of padding put ldmatrix's 8 rows on
@@ -63,7 +66,8 @@ struct MmaShape {
   static constexpr size_t kKvBytes = size_t{kSplitKeys} * kKvStride * 2;
   static constexpr size_t kScoreBytes = size_t{kEntries} * kScoreStride * 4;
   static constexpr size_t kPBytes = size_t{3} * kEntries * kPStride * 2;
-  static constexpr size_t kBytes = 2 * kKvBytes + kScoreBytes + kPBytes + size_t{kEntries} * 2 * 4;
+  static constexpr size_t kKvBuffers = SHARE ? 1 : 2;
+  static constexpr size_t kBytes = kKvBuffers * kKvBytes + kScoreBytes + kPBytes + size_t{kEntries} * 2 * 4;
   static_assert(kScoreTiles % 2 == 0 && kValueBatch % 2 == 0 && kValueTiles % kValueBatch == 0);
   static_assert(kKvBytes % 16 == 0 && kScoreBytes % 16 == 0);
 };
@@ -74,17 +78,18 @@ struct MmaRow {
   int first, count, split;
 };
 
-template <int D, int EG>
+template <int D, int EG, bool SHARE>
 __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int tile_rows, int heads_per_group,
                                                             int head_groups, int64_t rows) {
-  using S = MmaShape<D, EG>;
+  using S = MmaShape<D, EG, SHARE>;
   constexpr int E = S::kEntries;
   extern __shared__ __align__(16) uint8_t mma_smem[];
   __nv_bfloat16* ks = reinterpret_cast<__nv_bfloat16*>(mma_smem);  // [key][kKvStride]
-  __nv_bfloat16* vs = ks + kSplitKeys * S::kKvStride;
-  float* sc = reinterpret_cast<float*>(mma_smem + 2 * S::kKvBytes);                // [E][kScoreStride]
-  __nv_bfloat16* pt = reinterpret_cast<__nv_bfloat16*>(mma_smem + 2 * S::kKvBytes + S::kScoreBytes);  // [3][E][kPStride]
-  float* stats = reinterpret_cast<float*>(mma_smem + 2 * S::kKvBytes + S::kScoreBytes + S::kPBytes);  // [2][E]
+  __nv_bfloat16* vs = ks + (SHARE ? 0 : kSplitKeys * S::kKvStride);
+  uint8_t* rest = mma_smem + S::kKvBuffers * S::kKvBytes;
+  float* sc = reinterpret_cast<float*>(rest);                                           // [E][kScoreStride]
+  __nv_bfloat16* pt = reinterpret_cast<__nv_bfloat16*>(rest + S::kScoreBytes);         // [3][E][kPStride]
+  float* stats = reinterpret_cast<float*>(rest + S::kScoreBytes + S::kPBytes);        // [2][E]
   __shared__ MmaRow trow[E];
   __shared__ const uint8_t* krec[kSplitKeys];
   __shared__ int span[2];
@@ -153,17 +158,20 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
       CpAsync16(ks + (u0 + j) * S::kKvStride + p * 8, krec[j] + st.f.k_codes + slice + p * 16);
     }
     CpAsyncCommit();
-    for (int i = threadIdx.x; i < n_pieces; i += kMmaThreads) {
-      const int j = i / kPieces, p = i - j * kPieces;
-      CpAsync16(vs + (u0 + j) * S::kKvStride + p * 8, krec[j] + st.f.v_codes + slice + p * 16);
-    }
-    CpAsyncCommit();
-    for (int i = threadIdx.x; i < (kSplitKeys - (u1 - u0)) * kPieces; i += kMmaThreads) {
-      int j = i / kPieces;
-      const int p = i - j * kPieces;
-      j = j < u0 ? j : j + (u1 - u0);
-      *reinterpret_cast<uint4*>(vs + j * S::kKvStride + p * 8) = make_uint4(0, 0, 0, 0);
-    }
+    auto load_values = [&] {
+      for (int i = threadIdx.x; i < n_pieces; i += kMmaThreads) {
+        const int j = i / kPieces, p = i - j * kPieces;
+        CpAsync16(vs + (u0 + j) * S::kKvStride + p * 8, krec[j] + st.f.v_codes + slice + p * 16);
+      }
+      CpAsyncCommit();
+      for (int i = threadIdx.x; i < (kSplitKeys - (u1 - u0)) * kPieces; i += kMmaThreads) {
+        int j = i / kPieces;
+        const int p = i - j * kPieces;
+        j = j < u0 ? j : j + (u1 - u0);
+        *reinterpret_cast<uint4*>(vs + j * S::kKvStride + p * 8) = make_uint4(0, 0, 0, 0);
+      }
+    };
+    if (!SHARE) load_values();
 
     // An entry e of the block: tile row e / heads_per_group, head g0 +
     // e % heads_per_group; live when both exist and the row has keys here.
@@ -181,7 +189,11 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
     const float* q_b = a.q + (a.row0 + seg0 + row_b) * a.ldq +
                        (static_cast<int64_t>(kh) * G + g0 + e_b % heads_per_group) * D;
 
-    CpAsyncWait<1>();
+    if (SHARE) {
+      CpAsyncWait<0>();
+    } else {
+      CpAsyncWait<1>();
+    }
     __syncthreads();  // the keys are in
 
     // 2. Scores of the warp's column tiles part * kScoreTiles ...
@@ -233,6 +245,7 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
       }
     }
     __syncthreads();
+    if (SHARE) load_values();  // every warp is done with the keys
 
     // 3. The softmax, one warp per entry; p as three bf16 terms.
     for (int e = warp; e < E; e += kMmaWarps) {
@@ -322,9 +335,9 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
   }
 }
 
-template <int D, int EG>
+template <int D, int EG, bool SHARE>
 void Launch(const AttnParams& a, int64_t rows, cudaStream_t stream) {
-  using S = MmaShape<D, EG>;
+  using S = MmaShape<D, EG, SHARE>;
   const int heads_per_group = std::min(a.group, S::kEntries);
   const int head_groups = (a.group + heads_per_group - 1) / heads_per_group;
   // The row kernel takes one row per block; the run kernel as many rows as
@@ -338,14 +351,14 @@ void Launch(const AttnParams& a, int64_t rows, cudaStream_t stream) {
   // A function of (D, EG) alone: raised once (outside any capture: the
   // first call of a shape runs before its recording).
   static const bool raised = [] {
-    G4_CUDA_CHECK(cudaFuncSetAttribute(MmaKernel<D, EG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    G4_CUDA_CHECK(cudaFuncSetAttribute(MmaKernel<D, EG, SHARE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(S::kBytes)));
     return true;
   }();
   (void)raised;
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads * head_groups),
                   static_cast<unsigned>(tiles));
-  LaunchDependent(MmaKernel<D, EG>, grid, dim3(kMmaThreads), S::kBytes, stream, a, tile_rows, heads_per_group,
+  LaunchDependent(MmaKernel<D, EG, SHARE>, grid, dim3(kMmaThreads), S::kBytes, stream, a, tile_rows, heads_per_group,
                   head_groups, rows);
 }
 
@@ -353,13 +366,17 @@ template <int EG>
 void LaunchEg(const AttnParams& a, int64_t rows, cudaStream_t stream) {
   switch (a.d) {
     case 64:
-      return Launch<64, EG>(a, rows, stream);
+      return Launch<64, EG, false>(a, rows, stream);
     case 128:
-      return Launch<128, EG>(a, rows, stream);
+      return Launch<128, EG, false>(a, rows, stream);
     case 256:
-      return Launch<256, EG>(a, rows, stream);
+      return Launch<256, EG, false>(a, rows, stream);
     default:
-      return Launch<512, EG>(a, rows, stream);
+      // Measuring switch (G4_CUDA_ATTN_MMA_SHARE=1): one buffer for keys
+      // and values at head_dim 512.
+      if (const char* e = std::getenv("G4_CUDA_ATTN_MMA_SHARE"); e != nullptr && std::strcmp(e, "1") == 0)
+        return Launch<512, EG, true>(a, rows, stream);
+      return Launch<512, EG, false>(a, rows, stream);
   }
 }
 
