@@ -230,11 +230,46 @@ TEST_P(PagedAttentionTest, RowsDoNotDependOnTheBatch) {
   }
 }
 
-// Prefill in one pass, in chunks, and token by token, each step writing its
-// own K/V with KvWrite first: the same bits for every position. (With one KV
-// head, a token-by-token step has a single (row, KV head, split) item, which
-// a team of two or more shares out by query heads; the one pass has many
-// items and is not sliced: the comparison covers both.)
+// One sequence prefilled in one pass, in chunks beside another sequence's
+// runs, and token by token, each step writing its own K/V with KvWrite
+// first: the same bits for every position, and within the reference.
+void ExpectChunkedPrefillEqualsOnePassEqualsDecode(Backend& backend, const KvCodecSpec& spec,
+                                                   const AttentionShape& shape, uint32_t seed) {
+  const KvRecordFormat f = MakeFormat(spec, shape.num_kv_heads, shape.head_dim);
+  PagedKvHarness h(backend, shape, f, KvRecordFormat{}, 16, 64, seed);
+  const int64_t len = 700;
+  const int s = h.AddSequence(len, 0), other = h.AddSequence(90, 0);
+  const int64_t qw = h.q_width();
+  const std::string what = spec.signature() + " d" + std::to_string(shape.head_dim) + " window " +
+                           std::to_string(shape.window);
+  const std::vector<float> one_pass = h.Step({{s, 0, len}}, /*write=*/true);
+  // Chunks of uneven sizes, some sharing their step with another sequence.
+  std::vector<float> chunked;
+  int64_t pos = 0, other_pos = 0;
+  for (int64_t size : {1, 63, 200, 5, 391}) {
+    std::vector<KvRun> runs = {{s, pos, size}};
+    if (other_pos < 90) runs.push_back({other, other_pos, std::min<int64_t>(30, 90 - other_pos)});
+    const std::vector<float> out = h.Step(runs, true);
+    chunked.insert(chunked.end(), out.begin(), out.begin() + size * qw);
+    pos += size;
+    other_pos += 30;
+  }
+  // The rest token by token.
+  for (; pos < len; ++pos) {
+    const std::vector<float> out = h.Step({{s, pos, 1}}, true);
+    chunked.insert(chunked.end(), out.begin(), out.end());
+  }
+  ASSERT_EQ(pos, len);
+  EXPECT_TRUE(BitwiseEqual(one_pass, chunked, qw)) << what;
+  std::vector<double> want, tol;
+  h.Reference({{s, 0, len}}, &want, &tol);
+  EXPECT_TRUE(AllWithin(want, one_pass.data(), tol, qw)) << what;
+}
+
+// Prefill in one pass, in chunks, and token by token. (With one KV head, a
+// token-by-token step has a single (row, KV head, split) item, which a team
+// of two or more shares out by query heads; the one pass has many items and
+// is not sliced: the comparison covers both.)
 TEST_P(PagedAttentionTest, ChunkedPrefillEqualsOnePassEqualsDecode) {
   uint32_t seed = 600;
   for (const KvCodecSpec& spec : kInvarianceCodecs) {
@@ -244,34 +279,7 @@ TEST_P(PagedAttentionTest, ChunkedPrefillEqualsOnePassEqualsDecode) {
       shape.num_kv_heads = 1;
       shape.head_dim = 64;
       shape.window = window;
-      const KvRecordFormat f = MakeFormat(spec, 1, 64);
-      PagedKvHarness h(backend(), shape, f, KvRecordFormat{}, 16, 64, ++seed);
-      const int64_t len = 700;
-      const int s = h.AddSequence(len, 0), other = h.AddSequence(90, 0);
-      const int64_t qw = h.q_width();
-      const std::string what = spec.signature() + " window " + std::to_string(window);
-      const std::vector<float> one_pass = h.Step({{s, 0, len}}, /*write=*/true);
-      // Chunks of uneven sizes, some sharing their step with another sequence.
-      std::vector<float> chunked;
-      int64_t pos = 0, other_pos = 0;
-      for (int64_t size : {1, 63, 200, 5, 391}) {
-        std::vector<KvRun> runs = {{s, pos, size}};
-        if (other_pos < 90) runs.push_back({other, other_pos, std::min<int64_t>(30, 90 - other_pos)});
-        const std::vector<float> out = h.Step(runs, true);
-        chunked.insert(chunked.end(), out.begin(), out.begin() + size * qw);
-        pos += size;
-        other_pos += 30;
-      }
-      // The rest token by token.
-      for (; pos < len; ++pos) {
-        const std::vector<float> out = h.Step({{s, pos, 1}}, true);
-        chunked.insert(chunked.end(), out.begin(), out.end());
-      }
-      ASSERT_EQ(pos, len);
-      EXPECT_TRUE(BitwiseEqual(one_pass, chunked, qw)) << what;
-      std::vector<double> want, tol;
-      h.Reference({{s, 0, len}}, &want, &tol);
-      EXPECT_TRUE(AllWithin(want, one_pass.data(), tol, qw)) << what;
+      ExpectChunkedPrefillEqualsOnePassEqualsDecode(backend(), spec, shape, ++seed);
     }
   }
 }
@@ -294,12 +302,11 @@ class ScopedEnv {
 };
 
 // The model geometries with the models' KV format (plain bf16), which the
-// CUDA backend computes on the tensor cores (its run kernel for a prefill
-// run, its row kernel for a lone row): every row of a prefill run, beside
-// another sequence's run, has the bits of that row decoded alone, and is
-// within the reference's tolerance.
-TEST_P(PagedAttentionTest, ModelShapesKeepTheContract) {
-  uint32_t seed = 650;
+// CUDA backend can compute on the tensor cores (its run kernel for a
+// prefill run, its row kernel for a lone row): every row of a prefill run,
+// beside another sequence's run, has the bits of that row decoded alone,
+// and is within the reference's tolerance.
+void ExpectModelShapesKeepTheContract(Backend& backend, uint32_t seed) {
   const struct { int heads, kv_heads, head_dim; } kShapes[] = {
       {8, 2, 256}, {16, 8, 256}, {16, 1, 512}, {8, 2, 512}};
   for (const auto& g : kShapes) {
@@ -310,7 +317,7 @@ TEST_P(PagedAttentionTest, ModelShapesKeepTheContract) {
       shape.head_dim = g.head_dim;
       shape.window = window;
       const KvRecordFormat f = MakeFormat(KvCodecSpec::Plain(DType::kBF16), g.kv_heads, g.head_dim);
-      PagedKvHarness h(backend(), shape, f, KvRecordFormat{}, 16, 128, ++seed);
+      PagedKvHarness h(backend, shape, f, KvRecordFormat{}, 16, 128, ++seed);
       const int a = h.AddSequence(700, 0), b = h.AddSequence(45, 0);
       for (int sq : {a, b}) h.WriteOnHost(sq);
       const int64_t qw = h.q_width();
@@ -326,6 +333,43 @@ TEST_P(PagedAttentionTest, ModelShapesKeepTheContract) {
       ExpectMatchesReference(h, runs, what);
     }
   }
+}
+
+TEST_P(PagedAttentionTest, ModelShapesKeepTheContract) { ExpectModelShapesKeepTheContract(backend(), 650); }
+
+// The CUDA backend's tensor-core kernels (G4_CUDA_ATTN_MMA=1) for plain
+// bf16 stores: the model shapes' contract, chunked prefill against decode
+// at every head_dim they take, a mixed step with an f32 store (which stays
+// on the CUDA-core kernels), all within the reference.
+TEST_P(PagedAttentionTest, TensorCoreKernelsKeepTheContract) {
+  if (backend().name() != "cuda") GTEST_SKIP() << "G4_CUDA_ATTN_MMA is the CUDA backend's";
+  ScopedEnv mma("G4_CUDA_ATTN_MMA", "1");
+  ExpectModelShapesKeepTheContract(backend(), 660);
+  uint32_t seed = 670;
+  const struct { int heads, kv_heads, head_dim; } kShapes[] = {{2, 1, 64}, {6, 2, 128}, {16, 1, 512}};
+  for (const auto& g : kShapes)
+    for (int window : {0, 100}) {
+      AttentionShape shape;
+      shape.num_heads = g.heads;
+      shape.num_kv_heads = g.kv_heads;
+      shape.head_dim = g.head_dim;
+      shape.window = window;
+      ExpectChunkedPrefillEqualsOnePassEqualsDecode(backend(), KvCodecSpec::Plain(DType::kBF16), shape, ++seed);
+    }
+  AttentionShape shape;
+  shape.num_heads = 8;
+  shape.num_kv_heads = 2;
+  shape.head_dim = 256;
+  PagedKvHarness h(backend(), shape, MakeFormat(KvCodecSpec::Plain(), 2, 256),
+                   MakeFormat(KvCodecSpec::Plain(DType::kBF16), 2, 256), 16, 128, ++seed);
+  const int a = h.AddSequence(700, 1), b = h.AddSequence(50, 0), c = h.AddSequence(20, 1);
+  for (int sq : {a, b, c}) h.WriteOnHost(sq);
+  const std::vector<KvRun> mixed = {{a, 699, 1}, {b, 10, 40}, {c, 0, 20}};
+  ExpectMatchesReference(h, mixed, "mixed stores, tensor cores");
+  const std::vector<float> all = h.Step(mixed, false);
+  const int64_t qw = h.q_width();
+  EXPECT_TRUE(BitwiseEqual(h.Step({{a, 699, 1}}, false), SliceRows(all, qw, 0, 1), qw));
+  EXPECT_TRUE(BitwiseEqual(h.Step({{c, 19, 1}}, false), SliceRows(all, qw, 60, 1), qw));
 }
 
 // The CUDA backend's streaming split kernel (the split's slices copied

@@ -368,8 +368,10 @@ void LaunchTiled(const AttnParams& a, int d32, int64_t rows, cudaStream_t stream
 
 // Host side of the tensor-core kernels (paged_attention_mma.cu).
 // G4_CUDA_ATTN_MMA, read at every call (tests switch it): "0" keeps every
-// store on the CUDA-core kernels; otherwise stores MmaStorable admits take
-// the tensor-core kernels.
+// store on the CUDA-core kernels, any other value lets the stores
+// MmaStorable admits take the tensor-core kernels; unset, kMmaByDefault
+// decides (off until the kernels have run on a GPU).
+constexpr bool kMmaByDefault = false;
 bool MmaModeOn();
 // Plain bf16 with vec slices, head_dim 64, 128, 256 or 512.
 bool MmaStorable(const AttnStore& st, int d);

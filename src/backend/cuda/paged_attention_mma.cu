@@ -384,7 +384,8 @@ void LaunchEg(const AttnParams& a, int64_t rows, cudaStream_t stream) {
 
 bool MmaModeOn() {
   const char* e = std::getenv("G4_CUDA_ATTN_MMA");
-  return e == nullptr || std::strcmp(e, "0") != 0;
+  if (e == nullptr || *e == '\0') return kMmaByDefault;
+  return std::strcmp(e, "0") != 0;
 }
 
 bool MmaStorable(const AttnStore& st, int d) {
