@@ -1,5 +1,6 @@
 // Warp-level bf16 tensor-core pieces (sm_80+ mma.sync and ldmatrix) and the
-// split of a float into three bf16 terms. Fragment layouts are the PTX
+// block's dynamic shared memory; the emulator of tests/cuda_sim shadows this
+// header. Fragment layouts are the PTX
 // manual's for m16n8k16 (row.col): with g = lane / 4 and t = lane % 4,
 //  - A (16 x 16, row major), a[0..3]: (g, 2t..2t+1), (g + 8, 2t..2t+1),
 //    (g, 2t + 8..2t + 9), (g + 8, 2t + 8..2t + 9), the lower column in the
@@ -46,24 +47,10 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* ro
                : "r"(s));
 }
 
-// x as hi + mid + lo, three bf16 terms (round to nearest each): x - hi and
-// (x - hi) - mid are exact in f32, so the terms carry 24 bits of x (about
-// 2^-24 relative). Products of a term and a bf16 value are exact in f32.
-struct Bf16Terms {
-  __nv_bfloat16 hi, mid, lo;
-};
-__device__ __forceinline__ Bf16Terms SplitBf16(float x) {
-  Bf16Terms t;
-  t.hi = __float2bfloat16_rn(x);
-  const float r = x - __bfloat162float(t.hi);
-  t.mid = __float2bfloat16_rn(r);
-  t.lo = __float2bfloat16_rn(r - __bfloat162float(t.mid));
-  return t;
-}
-
-// Two bf16 values in one word, `low` in the low half (the fragments' order).
-__device__ __forceinline__ uint32_t PackBf16(__nv_bfloat16 low, __nv_bfloat16 high) {
-  return static_cast<uint32_t>(__bfloat16_as_ushort(low)) | (static_cast<uint32_t>(__bfloat16_as_ushort(high)) << 16);
+// The block's dynamic shared memory (16-byte aligned).
+__device__ __forceinline__ uint8_t* DynamicShared() {
+  extern __shared__ __align__(16) uint8_t g4_dynamic_smem[];
+  return g4_dynamic_smem;
 }
 
 }  // namespace g4::cuda

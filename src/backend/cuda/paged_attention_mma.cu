@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/bf16_terms.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma_sync.cuh"
@@ -83,7 +84,7 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
                                                             int head_groups, int64_t rows) {
   using S = MmaShape<D, EG, SHARE>;
   constexpr int E = S::kEntries;
-  extern __shared__ __align__(16) uint8_t mma_smem[];
+  uint8_t* mma_smem = DynamicShared();
   __nv_bfloat16* ks = reinterpret_cast<__nv_bfloat16*>(mma_smem);  // [key][kKvStride]
   __nv_bfloat16* vs = ks + (SHARE ? 0 : kSplitKeys * S::kKvStride);
   uint8_t* rest = mma_smem + S::kKvBuffers * S::kKvBytes;

@@ -1,0 +1,244 @@
+// The tensor-core attention kernels on the SIMT emulator (include/simt.h),
+// without a GPU: a step holding a prefill run of one sequence and another
+// sequence's run (so a run-kernel tile spans two sequences) against each of
+// its rows alone on the row kernel, bit for bit in every split state; and
+// the merged rows against attention in double over the same bf16 records.
+// The emulated mma rounds differently from the hardware, so this checks the
+// kernels' logic (fragments, masks, tiles, the shared order), not the
+// hardware's bits; tests/backend runs them on a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/kv_codec.cuh"
+#include "backend/cuda/paged_attention_core.cuh"
+#include "backend/kv_record.h"
+
+namespace g4::cuda::attn {
+namespace {
+
+struct Shape {
+  int heads, kv_heads, d, window, block_size;
+};
+
+class MmaSim {
+ public:
+  MmaSim(const Shape& s, std::vector<int> lens, uint32_t seed) : s_(s), lens_(std::move(lens)), rng_(seed) {
+    format_ = *KvRecordFormat::Make(KvCodecSpec::Plain(DType::kBF16), s.kv_heads, s.d);
+    const int64_t w = format_.width();
+    std::uniform_real_distribution<float> u(-1.7320508f, 1.7320508f);
+    for (int len : lens_) table_stride_ = std::max(table_stride_, (len + s.block_size - 1) / s.block_size);
+    blocks_ = table_stride_ * static_cast<int>(lens_.size()) + 3;
+    pool_.assign(static_cast<size_t>(blocks_) * s.block_size * format_.record_bytes, 0);
+    std::vector<int> ids(blocks_);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng_);
+    table_.assign(static_cast<size_t>(lens_.size()) * table_stride_, -1);
+    for (size_t q = 0; q < lens_.size(); ++q) {
+      std::vector<float> k(static_cast<size_t>(lens_[q]) * w), v(k.size());
+      for (float& x : k) x = u(rng_);
+      for (float& x : v) x = u(rng_);
+      for (int j = 0; j < lens_[q]; ++j) {
+        const int entry = j / s.block_size;
+        int& b = table_[q * table_stride_ + entry];
+        if (b < 0) b = ids[q * table_stride_ + entry];
+        EncodeKvRecords(format_, k.data() + j * w, v.data() + j * w, 1,
+                        pool_.data() + (static_cast<int64_t>(b) * s.block_size + j % s.block_size) *
+                                           format_.record_bytes);
+      }
+      // The reference reads the records back: bf16 keys and values.
+      std::vector<uint8_t> recs(static_cast<size_t>(lens_[q]) * format_.record_bytes);
+      for (int j = 0; j < lens_[q]; ++j)
+        std::memcpy(recs.data() + j * format_.record_bytes, Rec(static_cast<int>(q), j), format_.record_bytes);
+      keys_.emplace_back(k.size());
+      values_.emplace_back(v.size());
+      DecodeKvRecords(format_, recs.data(), lens_[q], keys_.back().data(), values_.back().data());
+      queries_.emplace_back(static_cast<size_t>(lens_[q]) * s.heads * s.d);
+      for (float& x : queries_.back()) x = u(rng_);
+    }
+  }
+
+  int64_t StateFloats() const { return static_cast<int64_t>(s_.heads / s_.kv_heads) * (2 + s_.d); }
+  int SplitsMax() const {
+    const int max_len = *std::max_element(lens_.begin(), lens_.end());
+    int splits = (max_len + kSplitKeys - 1) / kSplitKeys;
+    if (s_.window > 0) splits = std::min(splits, (s_.window + kSplitKeys - 1) / kSplitKeys + 1);
+    return splits;
+  }
+  int64_t RowStateFloats() const { return static_cast<int64_t>(s_.kv_heads) * SplitsMax() * StateFloats(); }
+
+  // The split states of a step of (sequence, position) rows.
+  std::vector<float> States(const std::vector<std::pair<int, int>>& rows, bool runs) {
+    const int64_t n = static_cast<int64_t>(rows.size()), qw = static_cast<int64_t>(s_.heads) * s_.d;
+    std::vector<int32_t> positions(n), row_seq(n), kv_len(lens_.begin(), lens_.end());
+    std::vector<float> q(static_cast<size_t>(n) * qw);
+    for (int64_t r = 0; r < n; ++r) {
+      row_seq[r] = rows[r].first;
+      positions[r] = rows[r].second;
+      std::memcpy(q.data() + r * qw, queries_[rows[r].first].data() + static_cast<int64_t>(rows[r].second) * qw,
+                  qw * sizeof(float));
+    }
+    std::vector<float> partial(static_cast<size_t>(n * RowStateFloats()), std::nanf(""));
+    AttnParams a{};
+    a.positions = positions.data();
+    a.row_seq = row_seq.data();
+    a.kv_len = kv_len.data();
+    a.num_seqs = static_cast<int64_t>(lens_.size());
+    a.store[0].f = MakeDevKvFormat(format_);
+    a.store[0].records = pool_.data();
+    a.store[0].num_blocks = blocks_;
+    a.store[0].vec = true;
+    a.store[0].mma = true;
+    EXPECT_TRUE(MmaStorable(a.store[0], s_.d));
+    a.table = table_.data();
+    a.table_stride = table_stride_;
+    a.block_size = s_.block_size;
+    a.q = q.data();
+    a.ldq = qw;
+    a.heads = s_.heads;
+    a.kv_heads = s_.kv_heads;
+    a.d = s_.d;
+    a.group = s_.heads / s_.kv_heads;
+    a.window = s_.window;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(s_.d));
+    a.splits_max = SplitsMax();
+    a.partial = partial.data();
+    a.max_kv_len = *std::max_element(lens_.begin(), lens_.end());
+    LaunchMma(a, runs, n, nullptr);
+    return partial;
+  }
+
+  // Row `r` of a step's states merged per query head, in double.
+  std::vector<double> Merge(const std::vector<float>& states, int64_t r, int pos) const {
+    const int G = s_.heads / s_.kv_heads, d = s_.d;
+    const int lo = s_.window > 0 ? std::max(0, pos - s_.window + 1) : 0;
+    const int splits = pos / kSplitKeys - lo / kSplitKeys + 1;
+    std::vector<double> out(static_cast<size_t>(s_.heads) * d);
+    for (int kh = 0; kh < s_.kv_heads; ++kh)
+      for (int g = 0; g < G; ++g) {
+        double mx = -INFINITY;
+        for (int sp = 0; sp < splits; ++sp) mx = std::max<double>(mx, At(states, r, kh, sp)[g]);
+        double l = 0;
+        std::vector<double> acc(d, 0.0);
+        for (int sp = 0; sp < splits; ++sp) {
+          const float* st = At(states, r, kh, sp);
+          const double c = std::exp(st[g] - mx);
+          l += st[G + g] * c;
+          for (int e = 0; e < d; ++e) acc[e] += st[2 * G + g * d + e] * c;
+        }
+        for (int e = 0; e < d; ++e) out[(static_cast<size_t>(kh) * G + g) * d + e] = acc[e] / l;
+      }
+    return out;
+  }
+
+  // Attention in double for (seq, pos) over the decoded records.
+  std::vector<double> Reference(int seq, int pos, double* vmax) const {
+    const int G = s_.heads / s_.kv_heads, d = s_.d;
+    const int64_t w = format_.width(), qw = static_cast<int64_t>(s_.heads) * d;
+    const int lo = s_.window > 0 ? std::max(0, pos - s_.window + 1) : 0;
+    std::vector<double> out(static_cast<size_t>(qw));
+    *vmax = 0;
+    for (int h = 0; h < s_.heads; ++h) {
+      const int kh = h / G;
+      const float* q = queries_[seq].data() + pos * qw + h * d;
+      std::vector<double> sc(pos - lo + 1);
+      double m = -INFINITY;
+      for (int j = lo; j <= pos; ++j) {
+        double dot = 0;
+        for (int e = 0; e < d; ++e) dot += static_cast<double>(q[e]) * keys_[seq][j * w + kh * d + e];
+        sc[j - lo] = dot / std::sqrt(static_cast<double>(d));
+        m = std::max(m, sc[j - lo]);
+      }
+      double l = 0;
+      for (double& x : sc) l += (x = std::exp(x - m));
+      for (int e = 0; e < d; ++e) {
+        double acc = 0;
+        for (int j = lo; j <= pos; ++j) acc += sc[j - lo] * values_[seq][j * w + kh * d + e];
+        out[h * d + e] = acc / l;
+      }
+      for (int j = lo; j <= pos; ++j)
+        for (int e = 0; e < d; ++e) *vmax = std::max<double>(*vmax, std::fabs(values_[seq][j * w + kh * d + e]));
+    }
+    return out;
+  }
+
+  const float* At(const std::vector<float>& states, int64_t r, int kh, int sp) const {
+    return states.data() + r * RowStateFloats() + (static_cast<int64_t>(kh) * SplitsMax() + sp) * StateFloats();
+  }
+  int Splits(int pos) const {
+    const int lo = s_.window > 0 ? std::max(0, pos - s_.window + 1) : 0;
+    return pos / kSplitKeys - lo / kSplitKeys + 1;
+  }
+
+ private:
+  const uint8_t* Rec(int seq, int j) const {
+    const int b = table_[seq * table_stride_ + j / s_.block_size];
+    return pool_.data() + (static_cast<int64_t>(b) * s_.block_size + j % s_.block_size) * format_.record_bytes;
+  }
+
+  Shape s_;
+  std::vector<int> lens_;
+  std::mt19937 rng_;
+  KvRecordFormat format_;
+  int table_stride_ = 0, blocks_ = 0;
+  std::vector<uint8_t> pool_;
+  std::vector<int32_t> table_;
+  std::vector<std::vector<float>> keys_, values_, queries_;
+};
+
+class MmaSimTest : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(MmaSimTest, RunKernelGivesTheRowKernelsStatesAndMatchesTheReference) {
+  const Shape s = GetParam();
+  // Sequence 0: 150 keys, its last 70 rows a prefill run; sequence 1: a
+  // short run, so that a run-kernel tile holds rows of both.
+  MmaSim sim(s, {150, 23}, 1000u + s.d + s.heads + s.window);
+  std::vector<std::pair<int, int>> step;
+  for (int p = 80; p < 150; ++p) step.push_back({0, p});
+  for (int p = 3; p < 23; ++p) step.push_back({1, p});
+  const std::vector<float> run = sim.States(step, /*runs=*/true);
+  if (s.d == 512) {  // the values in the keys' buffer (G4_CUDA_ATTN_MMA_SHARE=1): the same bits
+    setenv("G4_CUDA_ATTN_MMA_SHARE", "1", 1);
+    const std::vector<float> shared = sim.States(step, true);
+    unsetenv("G4_CUDA_ATTN_MMA_SHARE");
+    EXPECT_EQ(0, std::memcmp(run.data(), shared.data(), run.size() * sizeof(float))) << "G4_CUDA_ATTN_MMA_SHARE=1";
+  }
+  const int kv_heads = s.kv_heads;
+  for (const int i : {0, 1, 20, 40, 47, 48, 63, 69, 70, 71, 89}) {
+    const auto [seq, pos] = step[i];
+    const std::vector<float> alone = sim.States({{seq, pos}}, /*runs=*/false);
+    const std::string what = "d" + std::to_string(s.d) + " " + std::to_string(s.heads) + "/" +
+                             std::to_string(s.kv_heads) + " window " + std::to_string(s.window) + ", seq " +
+                             std::to_string(seq) + " pos " + std::to_string(pos);
+    for (int kh = 0; kh < kv_heads; ++kh)
+      for (int sp = 0; sp < sim.Splits(pos); ++sp)
+        EXPECT_EQ(0, std::memcmp(sim.At(run, i, kh, sp), sim.At(alone, 0, kh, sp), sim.StateFloats() * sizeof(float)))
+            << what << " kv head " << kh << " split " << sp;
+    double vmax = 0;
+    const std::vector<double> want = sim.Reference(seq, pos, &vmax);
+    const std::vector<double> got = sim.Merge(run, i, pos);
+    double worst = 0;
+    for (size_t e = 0; e < want.size(); ++e)
+      worst = std::max(worst, std::fabs(got[e] - want[e]) / (2e-5 * vmax + 1e-5 * std::fabs(want[e])));
+    EXPECT_LE(worst, 1.0) << what << ": worst error over the tolerance";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MmaSimTest,
+                         ::testing::Values(Shape{2, 1, 64, 0, 16}, Shape{6, 2, 128, 40, 8}, Shape{8, 2, 256, 0, 16},
+                                           Shape{4, 2, 256, 100, 16}, Shape{16, 1, 512, 0, 16},
+                                           Shape{8, 2, 512, 70, 16}),
+                         [](const ::testing::TestParamInfo<Shape>& i) {
+                           return "d" + std::to_string(i.param.d) + "_" + std::to_string(i.param.heads) + "x" +
+                                  std::to_string(i.param.kv_heads) + "_w" + std::to_string(i.param.window);
+                         });
+
+}  // namespace
+}  // namespace g4::cuda::attn
