@@ -12,6 +12,7 @@
 #   .gpu-carry/gpu-run.sh peers e4b 12b    # transformers, llama.cpp CUDA and g4 on the same weights (run_peers)
 #   .gpu-carry/gpu-run.sh ncu e4b:q4       # Nsight Compute: kernel time of one decode step by kernel (run_ncu)
 #   .gpu-carry/gpu-run.sh trace e4b:q4     # CUPTI: a decode step inside its graph, by kernel (run_trace)
+#   .gpu-carry/gpu-run.sh ab G4_CUDA_ATTN_MMA e4b:q4 12b:q4   # a switch at 0 and 1, same call (run_ab)
 #
 # Logs go to $OUT (or /tmp/g4-gpu-out): summary.txt, tests.log, bench.jsonl,
 # misc.log, profile.log; the last lines printed are a short table. Environment: G4_BENCH_BATCHES (default "1 8 32 64"), G4_BENCH_GEN
@@ -78,6 +79,12 @@ run_tests() {
     --gtest_filter="*MatMul*/cuda:*Affine*/cuda:*Moe*/cuda" >"$work/test_backend_noblock.log" 2>&1
   gtest_line "$work/test_backend_noblock.log" "test_backend G4_CUDA_ROW_BLOCK=0"
   cat "$work/test_backend_noblock.log" >>"$out/tests.log"
+  # Every attention test with plain bf16 stores on the tensor-core kernels
+  # (opt-in until they have run on a GPU: kMmaByDefault).
+  G4_CUDA_ATTN_MMA=1 timeout "${G4_TEST_TIMEOUT:-300}" "$bin/test_backend" \
+    --gtest_filter="*PagedAttention*/cuda" >"$work/test_backend_mma.log" 2>&1
+  gtest_line "$work/test_backend_mma.log" "test_backend G4_CUDA_ATTN_MMA=1"
+  cat "$work/test_backend_mma.log" >>"$out/tests.log"
   for t in test_model test_engine; do
     [ -x "$bin/$t" ] || continue
     t0=$(date +%s)
@@ -290,6 +297,33 @@ for line in sys.stdin:
   rm -rf "$dir"
 }
 
+# ab VAR PRESET:QUANT...: VAR=0 against VAR=1 (e.g. G4_CUDA_ATTN_MMA) in
+# the same call: batch-1 decode at 512 and 32768 and a 4096-token prefill,
+# q4 or the given quant, KV plain:bf16 unless given; one labeled line each
+# into the summary (the JSON lines go to bench.jsonl as usual).
+run_ab() {
+  local var=$1 spec=$2 preset quant kv dir
+  if past_deadline; then note "skipped $spec (deadline)"; return; fi
+  IFS=: read -r preset quant kv <<<"$spec"
+  kv=${kv:-plain:bf16}
+  dir=/tmp/g4-synth-$preset-$quant
+  [ -f "$dir/config.json" ] || "$bin/g4" synth --preset "$preset" --quant "$quant" --out "$dir" >>"$misc" 2>&1 ||
+    { note "synth $preset $quant failed"; return 1; }
+  local case p chunk gen val j
+  for case in 512:512:64 32768:4096:32 4096:4096:2; do
+    IFS=: read -r p chunk gen <<<"$case"
+    for val in 0 1; do
+      past_deadline && { note "skipped $spec $case (deadline)"; return; }
+      j=$(env "$var=$val" "$bin/g4" bench --model "$dir" --backend cuda --kv "$kv" --batch 1 --prompt "$p" --gen "$gen" \
+          --memcpy-mib "$([ "$gen" = 2 ] && echo 0 || echo 1024)" --chunk "$chunk" --json 2>>"$misc")
+      echo "$j" >>"$out/bench.jsonl"
+      note "$(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print("%-14s %24s prompt %6d: prefill %9.1f decode %8.1f tok/s" % (sys.argv[2], sys.argv[3], j["prompt_tokens"], j["prefill_tok_s"], j["decode_tok_s"]))' \
+        "$j" "$preset:$quant" "$var=$val" 2>/dev/null || echo "$spec $var=$val $case failed")"
+    done
+  done
+  [ -n "${G4_BENCH_KEEP:-}" ] || rm -rf "$dir"
+}
+
 bench_table() {
   [ -s "$out/bench.jsonl" ] || return
   python3 - "$out/bench.jsonl" <<'PY' | tee -a "$summary"
@@ -321,9 +355,12 @@ for arg in "$@"; do
     peers) mode=peers ;;
     ncu) mode=ncu ;;
     trace) mode=trace ;;
+    ab) mode=ab; ab_var= ;;
     *) if [ "$mode" = bench ]; then run_bench "$arg"; elif [ "$mode" = profile ]; then run_profile "$arg";
        elif [ "$mode" = peers ]; then run_peers "$arg"; elif [ "$mode" = ncu ]; then run_ncu "$arg";
-       elif [ "$mode" = trace ]; then run_trace "$arg"; fi ;;
+       elif [ "$mode" = trace ]; then run_trace "$arg";
+       elif [ "$mode" = ab ] && [ -z "$ab_var" ]; then ab_var=$arg;
+       elif [ "$mode" = ab ]; then run_ab "$ab_var" "$arg"; fi ;;
   esac
 done
 bench_table
