@@ -1,8 +1,9 @@
 // The split states of Ops::PagedAttention on the bf16 tensor cores, for
 // stores whose format is plain bf16 with 16-byte aligned head slices and a
-// head_dim of 64, 128, 256 or 512 (AttnStore::mma; G4_CUDA_ATTN_MMA=0 keeps
-// them on the CUDA-core kernels). A store's format decides, never the
-// step, so every row of such a store, decode or prefill, takes this order:
+// head_dim of 64, 128, 256 or 512 (AttnStore::mma), when G4_CUDA_ATTN_MMA
+// lets them (MmaModeOn: opt-in until they have run on a GPU). A store's
+// format decides, never the step, so every row of such a store, decode or
+// prefill, takes this order:
 //
 // An "entry" is a (row, query head). Per split of kSplitKeys keys (the
 // split kernel's cut: the same states, the same merge), 16 entries are one
