@@ -137,16 +137,6 @@ inline void WarpRendezvous(int op, const void* in, size_t n, void* out, size_t m
   Rendezvous(g, 1, op, in, n, out, m, MyLane(), std::move(compute));
 }
 
-inline void FiberEntry(unsigned lo, unsigned hi);
-
-template <typename F>
-struct EntryHolder {
-  static F*& Fn() {
-    static F* f = nullptr;
-    return f;
-  }
-};
-
 // Runs one block of `threads` threads, each calling body().
 inline void RunBlock(const uint3& bid, const dim3& grid, const dim3& block, size_t smem,
                      const std::function<void()>& body) {
