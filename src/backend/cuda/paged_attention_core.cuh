@@ -224,6 +224,26 @@ __device__ __forceinline__ bool BlockSplitKeys(const AttnParams& a, int64_t r, i
   return true;
 }
 
+// The tile-walking kernels' segments: the next rows of one sequence from
+// row `cur` (of the launch's rows, before t_end): [seg0, seg0 + rows) of
+// sequence seq; advances cur past them. Traps on a sequence id out of range.
+struct Segment {
+  int32_t seq;
+  int64_t seg0;
+  int rows;
+};
+__device__ __forceinline__ Segment NextSegment(const AttnParams& a, int64_t& cur, int64_t t_end) {
+  Segment s;
+  s.seq = a.row_seq[a.row0 + cur];
+  int64_t end = cur + 1;
+  while (end < t_end && a.row_seq[a.row0 + end] == s.seq) ++end;
+  s.seg0 = cur;
+  s.rows = static_cast<int>(end - cur);
+  cur = end;
+  if (s.seq < 0 || s.seq >= a.num_seqs) __trap();
+  return s;
+}
+
 // Record j of a warp's keys, computed by lane j and broadcast.
 __device__ __forceinline__ const uint8_t* TileRecord(const uint8_t* mine, int j) {
   return reinterpret_cast<const uint8_t*>(

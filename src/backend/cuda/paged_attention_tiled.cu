@@ -156,13 +156,10 @@ __global__ __launch_bounds__(kTileThreads, 2) void TiledKernel(AttnParams a, int
 
   for (int64_t cur = t0; cur < t_end;) {
     // The segment: the tile's next rows of one sequence.
-    const int32_t seq = a.row_seq[a.row0 + cur];
-    int64_t seg_end = cur + 1;
-    while (seg_end < t_end && a.row_seq[a.row0 + seg_end] == seq) ++seg_end;
-    const int seg_rows = static_cast<int>(seg_end - cur);
-    const int64_t seg0 = cur;
-    cur = seg_end;
-    if (seq < 0 || seq >= a.num_seqs) __trap();
+    const Segment sg = NextSegment(a, cur, t_end);
+    const int32_t seq = sg.seq;
+    const int seg_rows = sg.rows;
+    const int64_t seg0 = sg.seg0;
     if (!TiledSeq(a, seq)) continue;
     const RowInfo first = ReadRow(a, a.row0 + seg0);
     const int32_t s_abs = first.lo / kSplitKeys + static_cast<int32_t>(blockIdx.x);
