@@ -85,6 +85,18 @@ run_tests() {
     --gtest_filter="*PagedAttention*/cuda" >"$work/test_backend_mma.log" 2>&1
   gtest_line "$work/test_backend_mma.log" "test_backend G4_CUDA_ATTN_MMA=1"
   cat "$work/test_backend_mma.log" >>"$out/tests.log"
+  # The MatMul tests on the tensor-core one-row kernel (opt-in until it has
+  # run on a GPU: kRowMmaByDefault), then the model tests with both opt-ins.
+  G4_CUDA_ROW_MMA=1 timeout "${G4_TEST_TIMEOUT:-300}" "$bin/test_backend" \
+    --gtest_filter="*MatMul*/cuda:*Affine*/cuda:*Moe*/cuda" >"$work/test_backend_rowmma.log" 2>&1
+  gtest_line "$work/test_backend_rowmma.log" "test_backend G4_CUDA_ROW_MMA=1"
+  cat "$work/test_backend_rowmma.log" >>"$out/tests.log"
+  if [ -x "$bin/test_model" ]; then
+    G4_CUDA_ROW_MMA=1 G4_CUDA_ATTN_MMA=1 G4_TEST_BACKEND=cuda timeout "${G4_TEST_TIMEOUT:-300}" "$bin/test_model" \
+      >"$work/test_model_mma.log" 2>&1
+    gtest_line "$work/test_model_mma.log" "test_model ROW_MMA=1 ATTN_MMA=1"
+    cat "$work/test_model_mma.log" >>"$out/tests.log"
+  fi
   for t in test_model test_engine; do
     [ -x "$bin/$t" ] || continue
     t0=$(date +%s)

@@ -91,6 +91,14 @@ void AffineInt8RowMatMul(std::span<const AffineOut> outs, int bits, const QRows&
 // row; and G4_CUDA_ROW_BLOCK is not 0. Bitwise AffineInt8MatMul's.
 bool AffineInt8RowBlockMatMulTakes(std::span<const AffineOut> outs);
 void AffineInt8RowBlockMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream);
+// The same products for one quantized input row with the group sums on the
+// int8 tensor cores (affine_int8_row_mma.cu), when it takes them: 4-bit
+// codes, groups of 32, 64 or 128, bf16 scales, 16-byte aligned codes.
+// Bitwise AffineInt8MatMul's. AffineInt8RowMatMul hands its products to it
+// when G4_CUDA_ROW_MMA is on (kRowMmaByDefault while unset).
+constexpr bool kRowMmaByDefault = false;
+bool AffineInt8RowMmaMatMulTakes(std::span<const AffineOut> outs, int bits);
+void AffineInt8RowMmaMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream);
 // A product of the one-row kernel as the kernel reads it: rows [first,
 // end) of its launch are rows 0, 1, ... of the matrix at codes, scales,
 // biases (row_bytes per row; scale_type kSBF16/kSF16/kSF32; vec16: codes

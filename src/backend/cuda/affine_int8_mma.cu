@@ -28,6 +28,7 @@
 #include "backend/cuda/affine_int8_core.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 
@@ -76,15 +77,6 @@ struct MmaShape {
   static constexpr size_t smem_bytes = static_cast<size_t>(stage_words) * 4 * kStages;
   static_assert(stage_words % 4 == 0, "stages stay 16-byte aligned");
 };
-
-// c += a (16 x 32 u8, row) times b (32 x 8 s8, col), exact int32.
-__device__ __forceinline__ void MmaU8S8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // Words 2t and 2t + 1 of Unpack<B>'s eight for the chunk whose B packed
 // words start at w (shared memory): its QPos positions 8t .. 8t + 7.

@@ -34,6 +34,7 @@
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/affine_int8_core.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/device_info.h"
 #include "core/check.h"
 
@@ -224,6 +225,8 @@ void Launch(const OutSet& set, const QRows& qr, const RowProduct* table, int tab
 
 void AffineInt8RowMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream) {
   G4_CHECK_MSG(!outs.empty(), "[cuda] AffineInt8RowMatMul: no products");
+  static const bool row_mma = EnvSwitch("G4_CUDA_ROW_MMA", kRowMmaByDefault);
+  if (row_mma && AffineInt8RowMmaMatMulTakes(outs, bits)) return AffineInt8RowMmaMatMul(outs, bits, qr, stream);
   if (AffineInt8RowBlockMatMulTakes(outs)) return AffineInt8RowBlockMatMul(outs, bits, qr, stream);
   const DevWeight& w0 = outs[0].w;
   if (w0.groups_per_row == 0) return;

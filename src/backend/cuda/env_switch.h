@@ -1,6 +1,6 @@
 // Switches the CUDA backend reads from the environment to compare a path
 // with the one it replaced (G4_CUDA_GRAPHS, G4_CUDA_ROW_BLOCK,
-// G4_CUDA_MOE_ROW). Host code only.
+// G4_CUDA_MOE_ROW, G4_CUDA_ROW_MMA). Host code only.
 #pragma once
 
 #include <cstdlib>
@@ -13,6 +13,15 @@ namespace g4::cuda {
 inline bool EnvSwitchOn(const char* name) {
   const char* e = std::getenv(name);
   return !(e != nullptr && std::strcmp(e, "0") == 0);
+}
+
+// "1" on, "0" off, anything else (or unset) `by_default`: for a path that
+// stays opt-in until it has been measured on a GPU.
+inline bool EnvSwitch(const char* name, bool by_default) {
+  const char* e = std::getenv(name);
+  if (e != nullptr && std::strcmp(e, "1") == 0) return true;
+  if (e != nullptr && std::strcmp(e, "0") == 0) return false;
+  return by_default;
 }
 
 }  // namespace g4::cuda

@@ -38,6 +38,10 @@ cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess
 inline float __uint_as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline uint32_t __float_as_uint(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fmaf(a, b, c); }
+inline float __fmul_rn(float a, float b) { return a * b; }  // the host's SSE multiply rounds to nearest even
+inline float __int2float_rn(int v) { return static_cast<float>(v); }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline int __float2int_rn(float v) { return static_cast<int>(std::nearbyint(v)); }  // the default rounding: to nearest even
 template <typename T> T __ldg(const T* p) { return *p; }
 [[noreturn]] inline void __trap() { simt::Fail("__trap() in a kernel"); }
 inline void __syncthreads() { simt::BlockBarrier(); }
@@ -62,7 +66,7 @@ T SimShuffle(int op, T v, int arg) {
   simt::WarpRendezvous(op, in, 2, &out, 1, [g, op] {
     for (int l = 0; l < simt::kLanes; ++l) {
       const int a = static_cast<int>(g->in[l][1]);
-      const int src = op == 1 ? (a & 31) : (l ^ a) & 31;
+      const int src = op == 1 ? (a & 31) : op == 13 ? (l - a >= 0 ? l - a : l) : (l ^ a) & 31;
       g->out[l][0] = g->in[src][0];
     }
   });
@@ -72,15 +76,18 @@ T SimShuffle(int op, T v, int arg) {
 }
 template <typename T> T __shfl_sync(unsigned, T v, int src) { return SimShuffle(1, v, src); }
 template <typename T> T __shfl_xor_sync(unsigned, T v, int mask) { return SimShuffle(2, v, mask); }
+template <typename T> T __shfl_up_sync(unsigned, T v, unsigned delta) { return SimShuffle(13, v, static_cast<int>(delta)); }
 inline unsigned SimReduce(int op, unsigned v) {
   uint64_t in = v, out = 0;
   simt::Gather* g = simt::CurrentBlock()->warps[simt::MyWarp()].get();
   simt::WarpRendezvous(op, &in, 1, &out, 1, [g, op] {
     uint64_t r = g->in[0][0];
-    for (int l = 1; l < simt::kLanes; ++l) r = op == 3 ? std::min(r, g->in[l][0]) : std::max(r, g->in[l][0]);
+    for (int l = 1; l < simt::kLanes; ++l)
+      r = op == 3 ? std::min(r, g->in[l][0]) : op == 15 ? static_cast<uint32_t>(r + g->in[l][0]) : std::max(r, g->in[l][0]);
     for (int l = 0; l < simt::kLanes; ++l) g->out[l][0] = r;
   });
   return static_cast<unsigned>(out);
 }
 inline unsigned __reduce_min_sync(unsigned, unsigned v) { return SimReduce(3, v); }
 inline unsigned __reduce_max_sync(unsigned, unsigned v) { return SimReduce(4, v); }
+inline int __reduce_add_sync(unsigned, int v) { return static_cast<int>(SimReduce(15, static_cast<unsigned>(v))); }

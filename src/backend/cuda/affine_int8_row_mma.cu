@@ -1,0 +1,190 @@
+// AffineInt8RowMmaMatMul (affine_int8.cuh): the one-row MatMul over 4-bit
+// weights with the integer group sums on the int8 tensor cores.
+//
+// Why: the dp4a one-row kernels issue about 290 warp instructions per KB of
+// codes (Nsight Compute, docs/benchmarks.md 2026-12-04), more than the SMs
+// can issue at the memory's rate; per 32 codes a lane unpacks a word and
+// runs two dp4a, and a group's sum then needs shuffles. One m16n8k32 mma
+// takes 16 weight rows x 32 columns at once and leaves each row's sum in
+// one register, so the codes cost a load, three logic operations per word
+// and an mma per 32 columns of 16 rows (the input row is column 0 of B; the
+// other 7 columns are discarded).
+//
+// A block owns a tile of 16 weight rows of one product (kTileRows) and its
+// 8 warps split the groups: warp w takes groups [w G / 8, (w + 1) G / 8).
+// Per group, lane (g = lane / 4, t = lane % 4) holds words P t .. P t + P - 1
+// of the group's codes of rows g and g + 8 (P = group / 32 words: 4, 8 or
+// 16 bytes per row, one load each); mma j takes word P t + j's low nibbles
+// as A columns 4t..4t+3 and its high nibbles as 4t+16..4t+19, and B the
+// quantized inputs at the word's QPos positions (the even columns' codes,
+// then the odd ones': affine_int8.cuh), so row r's group sum isum lands in
+// D (r, 0), exact. Lane (g, 0) then writes row g's terms (float(isum),
+// s * d, b, xs) to shared memory, lane (g, 1) row g + 8's, and after one
+// barrier lanes 0..15 of warp 0 run the 16 rows' float sequences over all
+// groups in order, the one-row kernels' formula:
+//   y = 0; for g in order: y = fma(float(isum_g), s_g * d_g, y); y = fma(b_g, xs_g, y)
+// so the bits are AffineInt8MatMul's. Launched as a programmatic
+// dependent: the first groups' codes, scales and biases are requested
+// before the wait for the kernel that quantized the input.
+#include <algorithm>
+
+#include "backend/cuda/affine_int8.cuh"
+#include "backend/cuda/affine_int8_core.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/mma_sync.cuh"
+#include "backend/cuda/pdl.cuh"
+
+namespace g4::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kTileRows = 16;     // weight rows per block: one mma row tile
+constexpr int kBlocksPerSm = 3;   // 85 registers a thread
+constexpr int kMaxGroups = 767;   // the terms of 16 rows then take 196 KB of shared memory
+
+// Terms per row in shared memory: an odd count, so that the 16 lanes of a
+// group index writing or reading rows 0..15 spread over the banks.
+__host__ __device__ constexpr int TermsStride(int groups) { return groups | 1; }
+size_t TermsBytes(int groups) { return sizeof(float4) * kTileRows * TermsStride(groups); }
+
+// One group's codes for rows g and g + 8 of the lane (P words each) and the
+// scale and bias of the row whose terms the lane writes.
+template <int P>
+struct GroupLoads {
+  uint32_t c0[P], c8[P];
+  float s, b;
+};
+
+template <int P>
+__device__ __forceinline__ void LoadWords(const uint8_t* p, uint32_t (&w)[P]) {
+  if constexpr (P == 1) {
+    w[0] = __ldg(reinterpret_cast<const uint32_t*>(p));
+  } else if constexpr (P == 2) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+    w[0] = v.x, w[1] = v.y;
+  } else {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  }
+}
+
+template <int P>
+__global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowMmaKernel(OutSet set, QRows qr, int groups) {
+  constexpr int D = P == 4 ? 2 : P == 2 ? 4 : 6;  // groups in flight per warp: 2 KB of codes
+  float4* terms = reinterpret_cast<float4*>(DynamicShared());  // [kTileRows][TermsStride(groups)]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  int which = 0;
+  const AffineOut o = set.Of(blockIdx.x, which);
+  const int64_t r0 = static_cast<int64_t>(static_cast<int32_t>(blockIdx.x) - set.first_block[which]) * kTileRows;
+  const int nrows = static_cast<int>(min(static_cast<int64_t>(kTileRows), o.w.rows - r0));
+  // Rows past the product's end read row 0's codes (discarded outputs), so
+  // every lane loads and the mma sees whole fragments.
+  const int64_t row_g = r0 + (g < nrows ? g : 0), row_g8 = r0 + (g + 8 < nrows ? g + 8 : 0);
+  const uint8_t* codes_g = static_cast<const uint8_t*>(o.w.data) + row_g * o.w.row_bytes + 4 * P * t;
+  const uint8_t* codes_g8 = static_cast<const uint8_t*>(o.w.data) + row_g8 * o.w.row_bytes + 4 * P * t;
+  const int term_row = t == 0 ? g : g + 8;  // lanes t = 0 and 1 write terms
+  const bool writes = t < 2 && term_row < nrows;
+  const int64_t scale_row = r0 + (writes ? term_row : 0);
+  const uint16_t* scales = static_cast<const uint16_t*>(o.w.scales) + scale_row * groups;
+  const uint16_t* biases = static_cast<const uint16_t*>(o.w.biases) + scale_row * groups;
+  const int gb = warp * groups / kWarps, ge = (warp + 1) * groups / kWarps;
+  const int ld = TermsStride(groups);
+
+  GroupLoads<P> in[D];
+  const auto load = [&](int slot, int gi) {  // slot: a compile-time index after unrolling
+    if (gi >= ge) return;
+    LoadWords<P>(codes_g + static_cast<int64_t>(gi) * (16 * P), in[slot].c0);
+    LoadWords<P>(codes_g8 + static_cast<int64_t>(gi) * (16 * P), in[slot].c8);
+    in[slot].s = Bf16ToF32(__ldg(scales + gi));
+    in[slot].b = Bf16ToF32(__ldg(biases + gi));
+  };
+#pragma unroll
+  for (int d = 0; d < D; ++d) load(d, gb + d);
+  FollowPredecessor();  // the quantized input is ready; the next op may launch (it waits for this one)
+
+  // Lane t's inputs for group gi: the 8 P bytes at QPos positions 32 P gi +
+  // 8 P t (words P t .. P t + P - 1's even then odd columns), the same for
+  // every g (B's columns 1..7 repeat column 0 and are discarded).
+  const int8_t* q = qr.q + 8 * P * t;
+  for (int g0 = gb; g0 < ge; g0 += D) {
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      const int gi = g0 + d;
+      if (gi >= ge) break;
+      uint32_t qw[2 * P];
+      if constexpr (P == 1) {
+        const uint2 v = __ldg(reinterpret_cast<const uint2*>(q + 32 * gi));
+        qw[0] = v.x, qw[1] = v.y;
+      } else {
+#pragma unroll
+        for (int h = 0; h < P / 2; ++h) {
+          const uint4 v = __ldg(reinterpret_cast<const uint4*>(q + 32 * P * gi) + h);
+          qw[4 * h] = v.x, qw[4 * h + 1] = v.y, qw[4 * h + 2] = v.z, qw[4 * h + 3] = v.w;
+        }
+      }
+      int acc[4] = {0, 0, 0, 0};
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        const uint32_t a[4] = {in[d].c0[j] & 0x0f0f0f0fu, in[d].c8[j] & 0x0f0f0f0fu,
+                               (in[d].c0[j] >> 4) & 0x0f0f0f0fu, (in[d].c8[j] >> 4) & 0x0f0f0f0fu};
+        MmaU8S8(acc, a, qw[2 * j], qw[2 * j + 1]);
+      }
+      // D (g, 0) is acc[0] of lane (g, 0), D (g + 8, 0) its acc[2]: lane
+      // (g, 1) takes the latter.
+      const int up = __shfl_up_sync(0xffffffffu, acc[2], 1);
+      const int isum = t == 0 ? acc[0] : up;
+      if (writes)
+        terms[term_row * ld + gi] =
+            make_float4(__int2float_rn(isum), __fmul_rn(in[d].s, qr.d[gi]), in[d].b, qr.xs[gi]);
+      load(d, gi + D);  // the slot's next group flies during the rest
+    }
+  }
+  __syncthreads();
+  if (warp == 0 && lane < nrows) {  // the rows' float sequences, side by side
+    const float4* tr = terms + lane * ld;
+    float acc = 0.0f;
+#pragma unroll 8
+    for (int gi = 0; gi < groups; ++gi) {
+      const float4 v = tr[gi];
+      acc = __fmaf_rn(v.x, v.y, acc);
+      acc = __fmaf_rn(v.z, v.w, acc);
+    }
+    o.y[r0 + lane] = acc;
+  }
+}
+
+template <int P>
+void Launch(const OutSet& set, const QRows& qr, int groups, cudaStream_t stream) {
+  static const bool configured = [] {
+    G4_CUDA_CHECK(cudaFuncSetAttribute(RowMmaKernel<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(TermsBytes(kMaxGroups))));
+    return true;
+  }();
+  (void)configured;
+  LaunchDependent(RowMmaKernel<P>, dim3(static_cast<unsigned>(set.first_block[set.n])), dim3(kWarps * 32),
+                  TermsBytes(groups), stream, set, qr, groups);
+}
+
+}  // namespace
+
+bool AffineInt8RowMmaMatMulTakes(std::span<const AffineOut> outs, int bits) {
+  if (bits != 4 || !AllBf16Aligned(outs)) return false;
+  const DevWeight& w0 = outs[0].w;
+  return (w0.group == 32 || w0.group == 64 || w0.group == 128) && w0.groups_per_row <= kMaxGroups;
+}
+
+void AffineInt8RowMmaMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream) {
+  G4_CHECK_MSG(AffineInt8RowMmaMatMulTakes(outs, bits), "[cuda] AffineInt8RowMmaMatMul: products it does not take");
+  const DevWeight& w0 = outs[0].w;
+  const OutSet set = MakeOutSet(outs, kTileRows, "[cuda] AffineInt8RowMmaMatMul");
+  if (set.first_block[set.n] == 0 || w0.groups_per_row == 0) return;
+  const int groups = static_cast<int>(w0.groups_per_row);
+  switch (w0.group) {
+    case 32: return Launch<1>(set, qr, groups, stream);
+    case 64: return Launch<2>(set, qr, groups, stream);
+    default: return Launch<4>(set, qr, groups, stream);
+  }
+}
+
+}  // namespace g4::cuda

@@ -1,0 +1,5 @@
+// The one-row MatMul on the int8 tensor cores
+// (src/backend/cuda/affine_int8_row_mma.cu) compiled as C++ against the
+// SIMT emulator's headers (include/), whose shadows of cuda_runtime.h,
+// pdl.cuh and mma_sync.cuh come first on the include path.
+#include "backend/cuda/affine_int8_row_mma.cu"
