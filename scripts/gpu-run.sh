@@ -12,7 +12,8 @@
 #   .gpu-carry/gpu-run.sh peers e4b 12b    # transformers, llama.cpp CUDA and g4 on the same weights (run_peers)
 #   .gpu-carry/gpu-run.sh ncu e4b:q4       # Nsight Compute: kernel time of one decode step by kernel (run_ncu)
 #   .gpu-carry/gpu-run.sh trace e4b:q4     # CUPTI: a decode step inside its graph, by kernel (run_trace)
-#   .gpu-carry/gpu-run.sh ab G4_CUDA_ATTN_MMA e4b:q4 12b:q4   # a switch at 0 and 1, same call (run_ab)
+#   .gpu-carry/gpu-run.sh ab G4_CUDA_ATTN_MMA e4b:q4 12b:q4   # a switch at 0 and 1, same call (run_ab;
+#                                          G4_AB_CASES: PROMPT:CHUNK:GEN cases, default decode at 512 and 32k, prefill 4096)
 #
 # Logs go to $OUT (or /tmp/g4-gpu-out): summary.txt, tests.log, bench.jsonl,
 # misc.log, profile.log; the last lines printed are a short table. Environment: G4_BENCH_BATCHES (default "1 8 32 64"), G4_BENCH_GEN
@@ -322,7 +323,7 @@ run_ab() {
   [ -f "$dir/config.json" ] || "$bin/g4" synth --preset "$preset" --quant "$quant" --out "$dir" >>"$misc" 2>&1 ||
     { note "synth $preset $quant failed"; return 1; }
   local case p chunk gen val j
-  for case in 512:512:64 32768:4096:32 4096:4096:2; do
+  for case in ${G4_AB_CASES:-512:512:64 32768:4096:32 4096:4096:2}; do
     IFS=: read -r p chunk gen <<<"$case"
     for val in 0 1; do
       past_deadline && { note "skipped $spec $case (deadline)"; return; }

@@ -126,6 +126,45 @@ void ExpectKernelGivesTheScheme(int group, int groups, std::vector<int64_t> rows
     }
 }
 
+// A device table (the MoE experts of a decode step): products of one row
+// count, each multiplying its own quantized input row.
+void ExpectTableGivesTheScheme(int group, int groups, int64_t rows, std::vector<int> in_rows, uint32_t seed) {
+  SCOPED_TRACE("table: group " + std::to_string(group) + ", groups " + std::to_string(groups));
+  std::mt19937 rng(seed);
+  const int64_t cols = static_cast<int64_t>(group) * groups;
+  std::vector<Product> ps;
+  std::vector<Input> ins;
+  for (size_t i = 0; i < in_rows.size(); ++i) ps.emplace_back(rows, cols, group, rng);
+  for (int i = 0; i < 2; ++i) ins.emplace_back(cols, group, rng);
+  std::vector<int8_t> q;  // the two rows as one QRows
+  std::vector<float> d, xs;
+  for (const Input& in : ins) {
+    q.insert(q.end(), in.q.begin(), in.q.end());
+    d.insert(d.end(), in.d.begin(), in.d.end());
+    xs.insert(xs.end(), in.xs.begin(), in.xs.end());
+  }
+  const QRows qr{q.data(), cols, d.data(), xs.data(), groups};
+  std::vector<RowProduct> table;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const int32_t first = static_cast<int32_t>(i * rows);
+    table.push_back(RowProduct{reinterpret_cast<const uint8_t*>(ps[i].codes.data()), ps[i].scales.data(),
+                               ps[i].biases.data(), ps[i].y.data(), cols / 2, first,
+                               first + static_cast<int32_t>(rows), kSBF16, 1, in_rows[i]});
+  }
+  ASSERT_TRUE(AffineInt8RowMmaMatMulTableTakes(4, group, cols, kSBF16, true));
+  EXPECT_FALSE(AffineInt8RowMmaMatMulTableTakes(4, group, cols, kSBF16, false));
+  AffineInt8RowMmaMatMulTable(table.data(), static_cast<int>(table.size()), static_cast<int32_t>(rows), 4, group,
+                              cols, kSBF16, true, qr, nullptr);
+  for (size_t i = 0; i < ps.size(); ++i)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float want = Reference(ps[i], ins[static_cast<size_t>(in_rows[i])], r), got = ps[i].y[static_cast<size_t>(r)];
+      uint32_t a, b;
+      std::memcpy(&a, &want, 4);
+      std::memcpy(&b, &got, 4);
+      ASSERT_EQ(a, b) << "product " << i << " row " << r << ": " << got << " against " << want;
+    }
+}
+
 TEST(AffineInt8RowMmaSim, GivesTheIntegerSchemesBits) {
   // Groups of 64 (Gemma's): a tile with a tail, two products in one launch,
   // more groups than the warps take in one pass of their slots.
@@ -134,6 +173,11 @@ TEST(AffineInt8RowMmaSim, GivesTheIntegerSchemesBits) {
   ExpectKernelGivesTheScheme(64, 5, {1}, 2);
   ExpectKernelGivesTheScheme(32, 27, {19}, 3);
   ExpectKernelGivesTheScheme(128, 11, {16, 9, 3}, 4);
+}
+
+TEST(AffineInt8RowMmaSim, DeviceTablesGiveTheIntegerSchemesBits) {
+  ExpectTableGivesTheScheme(64, 22, 37, {1, 0, 1}, 5);
+  ExpectTableGivesTheScheme(32, 9, 8, {0, 1}, 6);
 }
 
 }  // namespace

@@ -119,12 +119,19 @@ constexpr int kMaxRowProducts = 32;
 // The one-row kernel over n <= kMaxRowProducts products described on the
 // device (the MoE experts of a decode step, chosen there): table[0 .. n)
 // is written by a kernel earlier in the stream and read after the wait
-// for the predecessor; `units` is the products' rows in all, every matrix
-// has `bits` bits, groups of `group`, `cols` columns and scales of
-// `scale_type` (every product's RowProduct::scale_type). Each product's
-// rows are bitwise AffineInt8MatMul's for its input row alone.
+// for the predecessor; every product has `rows` rows (`units` = n * rows
+// in all), every matrix `bits` bits, groups of `group`, `cols` columns and
+// scales of `scale_type` (every product's RowProduct::scale_type); vec16:
+// every product's codes and row_bytes are 16-byte aligned. Each product's
+// rows are bitwise AffineInt8MatMul's for its input row alone. With
+// G4_CUDA_ROW_MMA on, AffineInt8RowMmaMatMulTable takes the products it can.
 void AffineInt8RowMatMulTable(const RowProduct* table, int n, int64_t units, int bits, int group, int64_t cols,
-                              int scale_type, const QRows& qr, cudaStream_t stream);
+                              int scale_type, bool vec16, const QRows& qr, cudaStream_t stream);
+// The tensor-core one-row kernel over such a table (every product `rows`
+// rows): 4-bit, groups of 32, 64 or 128, bf16 scales, vec16.
+bool AffineInt8RowMmaMatMulTableTakes(int bits, int group, int64_t cols, int scale_type, bool vec16);
+void AffineInt8RowMmaMatMulTable(const RowProduct* table, int n, int32_t rows, int bits, int group, int64_t cols,
+                                 int scale_type, bool vec16, const QRows& qr, cudaStream_t stream);
 // The same products on the int8 tensor cores (affine_int8_mma.cu), bm (8,
 // 32 or 64) input rows per block: bitwise AffineInt8MatMul's. Launched as a
 // programmatic dependent of the kernel before it. An expert-tile source

@@ -221,12 +221,16 @@ void Launch(const OutSet& set, const QRows& qr, const RowProduct* table, int tab
   LaunchKernel<B, P, false, -1, false>(set, qr, table, table_n, units, groups, stream);
 }
 
+bool RowMmaOn() {
+  static const bool on = EnvSwitch("G4_CUDA_ROW_MMA", kRowMmaByDefault);
+  return on;
+}
+
 }  // namespace
 
 void AffineInt8RowMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream) {
   G4_CHECK_MSG(!outs.empty(), "[cuda] AffineInt8RowMatMul: no products");
-  static const bool row_mma = EnvSwitch("G4_CUDA_ROW_MMA", kRowMmaByDefault);
-  if (row_mma && AffineInt8RowMmaMatMulTakes(outs, bits)) return AffineInt8RowMmaMatMul(outs, bits, qr, stream);
+  if (RowMmaOn() && AffineInt8RowMmaMatMulTakes(outs, bits)) return AffineInt8RowMmaMatMul(outs, bits, qr, stream);
   if (AffineInt8RowBlockMatMulTakes(outs)) return AffineInt8RowBlockMatMul(outs, bits, qr, stream);
   const DevWeight& w0 = outs[0].w;
   if (w0.groups_per_row == 0) return;
@@ -239,10 +243,13 @@ void AffineInt8RowMatMul(std::span<const AffineOut> outs, int bits, const QRows&
 }
 
 void AffineInt8RowMatMulTable(const RowProduct* table, int n, int64_t units, int bits, int group, int64_t cols,
-                              int scale_type, const QRows& qr, cudaStream_t stream) {
-  G4_CHECK_MSG(n >= 1 && n <= kMaxRowProducts && units < (int64_t{1} << 31) && cols % group == 0,
+                              int scale_type, bool vec16, const QRows& qr, cudaStream_t stream) {
+  G4_CHECK_MSG(n >= 1 && n <= kMaxRowProducts && units < (int64_t{1} << 31) && cols % group == 0 && units % n == 0,
                "[cuda] AffineInt8RowMatMulTable: 1 to kMaxRowProducts products of whole groups");
   if (cols == 0) return;
+  if (RowMmaOn() && AffineInt8RowMmaMatMulTableTakes(bits, group, cols, scale_type, vec16))
+    return AffineInt8RowMmaMatMulTable(table, n, static_cast<int32_t>(units / n), bits, group, cols, scale_type,
+                                       vec16, qr, stream);
   const int groups = static_cast<int>(cols / group);
   ForAffineFormat(bits, group, [&]<int B, int P>() {
     Launch<B, P>(OutSet{}, qr, table, n, scale_type, units, groups, stream);

@@ -68,26 +68,63 @@ __device__ __forceinline__ void LoadWords(const uint8_t* p, uint32_t (&w)[P]) {
   }
 }
 
-template <int P>
-__global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowMmaKernel(OutSet set, QRows qr, int groups) {
-  constexpr int D = P == 4 ? 2 : P == 2 ? 4 : 6;  // groups in flight per warp: 2 KB of codes
+// The block's 16-row tile: its product's codes, scales, biases and output
+// from row r0 on, the quantized input row it multiplies and its row count.
+struct Tile {
+  const uint8_t* codes;
+  const uint16_t* scales;
+  const uint16_t* biases;
+  float* y;
+  int64_t row_bytes, r0;
+  int32_t in_row, nrows;
+};
+
+// Host-described products (set) or a device table of `table_n` products of
+// `table_rows` rows each (kTable: the MoE experts of a decode step, written
+// by the kernel before this one, read after the wait).
+template <bool kTable>
+__device__ __forceinline__ Tile TileOf(const OutSet& set, const RowProduct* table, int32_t table_rows, int groups) {
+  Tile t;
+  if constexpr (kTable) {
+    const int32_t tiles = (table_rows + kTileRows - 1) / kTileRows;
+    const RowProduct pr = table[blockIdx.x / tiles];
+    t = Tile{pr.codes, static_cast<const uint16_t*>(pr.scales), static_cast<const uint16_t*>(pr.biases), pr.y,
+             pr.row_bytes, static_cast<int64_t>(blockIdx.x % tiles) * kTileRows, pr.in_row, pr.end - pr.first};
+  } else {
+    int which = 0;
+    const AffineOut o = set.Of(blockIdx.x, which);
+    t = Tile{static_cast<const uint8_t*>(o.w.data), static_cast<const uint16_t*>(o.w.scales),
+             static_cast<const uint16_t*>(o.w.biases), o.y, o.w.row_bytes,
+             static_cast<int64_t>(static_cast<int32_t>(blockIdx.x) - set.first_block[which]) * kTileRows, 0,
+             static_cast<int32_t>(o.w.rows)};
+  }
+  t.nrows = static_cast<int32_t>(min(static_cast<int64_t>(kTileRows), t.nrows - t.r0));
+  return t;
+}
+
+template <int P, bool kTable>
+__global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowMmaKernel(OutSet set, const RowProduct* table,
+                                                                           int32_t table_rows, QRows qr, int groups) {
+  // Groups in flight per warp: about 2 KB of codes (a table launch one group
+  // fewer: its pointers take the registers).
+  constexpr int D = (P == 4 ? 2 : P == 2 ? 4 : 6) - (kTable && P < 4 ? 1 : 0);
   float4* terms = reinterpret_cast<float4*>(DynamicShared());  // [kTileRows][TermsStride(groups)]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  int which = 0;
-  const AffineOut o = set.Of(blockIdx.x, which);
-  const int64_t r0 = static_cast<int64_t>(static_cast<int32_t>(blockIdx.x) - set.first_block[which]) * kTileRows;
-  const int nrows = static_cast<int>(min(static_cast<int64_t>(kTileRows), o.w.rows - r0));
-  // Rows past the product's end read row 0's codes (discarded outputs), so
-  // every lane loads and the mma sees whole fragments.
-  const int64_t row_g = r0 + (g < nrows ? g : 0), row_g8 = r0 + (g + 8 < nrows ? g + 8 : 0);
-  const uint8_t* codes_g = static_cast<const uint8_t*>(o.w.data) + row_g * o.w.row_bytes + 4 * P * t;
-  const uint8_t* codes_g8 = static_cast<const uint8_t*>(o.w.data) + row_g8 * o.w.row_bytes + 4 * P * t;
+  if constexpr (kTable) WaitForPredecessor();  // the table is this step's
+  const Tile tile = TileOf<kTable>(set, table, table_rows, groups);
+  const int nrows = tile.nrows;
+  if (nrows <= 0) return;  // a table product shorter than the launch's rows: the whole block
+  // Rows past the product's end read the tile's first row (discarded
+  // outputs), so every lane loads and the mma sees whole fragments.
+  const int64_t row_g = tile.r0 + (g < nrows ? g : 0), row_g8 = tile.r0 + (g + 8 < nrows ? g + 8 : 0);
+  const uint8_t* codes_g = tile.codes + row_g * tile.row_bytes + 4 * P * t;
+  const uint8_t* codes_g8 = tile.codes + row_g8 * tile.row_bytes + 4 * P * t;
   const int term_row = t == 0 ? g : g + 8;  // lanes t = 0 and 1 write terms
   const bool writes = t < 2 && term_row < nrows;
-  const int64_t scale_row = r0 + (writes ? term_row : 0);
-  const uint16_t* scales = static_cast<const uint16_t*>(o.w.scales) + scale_row * groups;
-  const uint16_t* biases = static_cast<const uint16_t*>(o.w.biases) + scale_row * groups;
+  const int64_t scale_row = tile.r0 + (writes ? term_row : 0);
+  const uint16_t* scales = tile.scales + scale_row * groups;
+  const uint16_t* biases = tile.biases + scale_row * groups;
   const int gb = warp * groups / kWarps, ge = (warp + 1) * groups / kWarps;
   const int ld = TermsStride(groups);
 
@@ -101,12 +138,15 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowMmaKernel(OutSet
   };
 #pragma unroll
   for (int d = 0; d < D; ++d) load(d, gb + d);
-  FollowPredecessor();  // the quantized input is ready; the next op may launch (it waits for this one)
+  if constexpr (kTable) AllowDependents();  // waited above
+  else FollowPredecessor();  // the quantized input is ready; the next op may launch (it waits for this one)
 
   // Lane t's inputs for group gi: the 8 P bytes at QPos positions 32 P gi +
   // 8 P t (words P t .. P t + P - 1's even then odd columns), the same for
   // every g (B's columns 1..7 repeat column 0 and are discarded).
-  const int8_t* q = qr.q + 8 * P * t;
+  const int8_t* q = qr.q + tile.in_row * qr.ldq + 8 * P * t;
+  const float* qd = qr.d + tile.in_row * qr.ldg;
+  const float* qxs = qr.xs + tile.in_row * qr.ldg;
   for (int g0 = gb; g0 < ge; g0 += D) {
 #pragma unroll
     for (int d = 0; d < D; ++d) {
@@ -136,7 +176,7 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowMmaKernel(OutSet
       const int isum = t == 0 ? acc[0] : up;
       if (writes)
         terms[term_row * ld + gi] =
-            make_float4(__int2float_rn(isum), __fmul_rn(in[d].s, qr.d[gi]), in[d].b, qr.xs[gi]);
+            make_float4(__int2float_rn(isum), __fmul_rn(in[d].s, qd[gi]), in[d].b, qxs[gi]);
       load(d, gi + D);  // the slot's next group flies during the rest
     }
   }
@@ -150,28 +190,41 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowMmaKernel(OutSet
       acc = __fmaf_rn(v.x, v.y, acc);
       acc = __fmaf_rn(v.z, v.w, acc);
     }
-    o.y[r0 + lane] = acc;
+    tile.y[tile.r0 + lane] = acc;
   }
 }
 
-template <int P>
-void Launch(const OutSet& set, const QRows& qr, int groups, cudaStream_t stream) {
+template <int P, bool kTable>
+void Launch(unsigned blocks, const OutSet& set, const RowProduct* table, int32_t table_rows, const QRows& qr,
+            int groups, cudaStream_t stream) {
   static const bool configured = [] {
-    G4_CUDA_CHECK(cudaFuncSetAttribute(RowMmaKernel<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    G4_CUDA_CHECK(cudaFuncSetAttribute(RowMmaKernel<P, kTable>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(TermsBytes(kMaxGroups))));
     return true;
   }();
   (void)configured;
-  LaunchDependent(RowMmaKernel<P>, dim3(static_cast<unsigned>(set.first_block[set.n])), dim3(kWarps * 32),
-                  TermsBytes(groups), stream, set, qr, groups);
+  LaunchDependent(RowMmaKernel<P, kTable>, dim3(blocks), dim3(kWarps * 32), TermsBytes(groups), stream, set, table,
+                  table_rows, qr, groups);
+}
+
+template <bool kTable>
+void LaunchFor(int group, unsigned blocks, const OutSet& set, const RowProduct* table, int32_t table_rows,
+               const QRows& qr, int groups, cudaStream_t stream) {
+  switch (group) {
+    case 32: return Launch<1, kTable>(blocks, set, table, table_rows, qr, groups, stream);
+    case 64: return Launch<2, kTable>(blocks, set, table, table_rows, qr, groups, stream);
+    default: return Launch<4, kTable>(blocks, set, table, table_rows, qr, groups, stream);
+  }
+}
+
+bool TakesFormat(int bits, int group, int64_t groups) {
+  return bits == 4 && (group == 32 || group == 64 || group == 128) && groups <= kMaxGroups;
 }
 
 }  // namespace
 
 bool AffineInt8RowMmaMatMulTakes(std::span<const AffineOut> outs, int bits) {
-  if (bits != 4 || !AllBf16Aligned(outs)) return false;
-  const DevWeight& w0 = outs[0].w;
-  return (w0.group == 32 || w0.group == 64 || w0.group == 128) && w0.groups_per_row <= kMaxGroups;
+  return AllBf16Aligned(outs) && TakesFormat(bits, outs[0].w.group, outs[0].w.groups_per_row);
 }
 
 void AffineInt8RowMmaMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream) {
@@ -179,12 +232,23 @@ void AffineInt8RowMmaMatMul(std::span<const AffineOut> outs, int bits, const QRo
   const DevWeight& w0 = outs[0].w;
   const OutSet set = MakeOutSet(outs, kTileRows, "[cuda] AffineInt8RowMmaMatMul");
   if (set.first_block[set.n] == 0 || w0.groups_per_row == 0) return;
-  const int groups = static_cast<int>(w0.groups_per_row);
-  switch (w0.group) {
-    case 32: return Launch<1>(set, qr, groups, stream);
-    case 64: return Launch<2>(set, qr, groups, stream);
-    default: return Launch<4>(set, qr, groups, stream);
-  }
+  LaunchFor<false>(w0.group, static_cast<unsigned>(set.first_block[set.n]), set, nullptr, 0, qr,
+                   static_cast<int>(w0.groups_per_row), stream);
+}
+
+bool AffineInt8RowMmaMatMulTableTakes(int bits, int group, int64_t cols, int scale_type, bool vec16) {
+  return scale_type == kSBF16 && vec16 && cols % group == 0 && TakesFormat(bits, group, cols / group);
+}
+
+void AffineInt8RowMmaMatMulTable(const RowProduct* table, int n, int32_t rows, int bits, int group, int64_t cols,
+                                 int scale_type, bool vec16, const QRows& qr, cudaStream_t stream) {
+  G4_CHECK_MSG(AffineInt8RowMmaMatMulTableTakes(bits, group, cols, scale_type, vec16) && n >= 1 &&
+                   n <= kMaxRowProducts && rows >= 0,
+               "[cuda] AffineInt8RowMmaMatMulTable: products it does not take");
+  const int64_t blocks = static_cast<int64_t>(n) * ((rows + kTileRows - 1) / kTileRows);
+  if (blocks == 0 || cols == 0) return;
+  LaunchFor<true>(group, static_cast<unsigned>(blocks), OutSet{}, table, rows, qr, static_cast<int>(cols / group),
+                  stream);
 }
 
 }  // namespace g4::cuda

@@ -173,6 +173,17 @@ struct ExpertPtrs {
   const void* biases;
 };
 
+// Whether every expert's codes and code rows are 16-byte aligned (what the
+// tensor-core one-row kernel's loads need).
+bool AllCodesAligned(std::span<const WeightMatrix> ms, int64_t experts) {
+  for (int64_t e = 0; e < experts; ++e) {
+    const WeightMatrix& w = ms[static_cast<size_t>(e)];
+    if (!w.is_affine() || reinterpret_cast<uintptr_t>(w.codes) % 16 != 0 || (w.cols * w.bits / 8) % 16 != 0)
+      return false;
+  }
+  return true;
+}
+
 // Per expert, the device pointers of gate, up and down: [3][E], cached by
 // content (a layer's experts are placed once; tests build new ones).
 const ExpertPtrs* ExpertTable(const MoeExpertsArgs& a) {
@@ -543,7 +554,8 @@ void MoeExpertsPass(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stre
   const ExpertInputs in_gate = PrepareInputs(a.gate[0], nullptr, x, ldx, nullptr, plan.order, k, P, xp, scratch, stream);
   if (expert_rows) {
     AffineInt8RowMatMulTable(er.products, static_cast<int>(2 * P), 2 * P * width, a.gate[0].bits,
-                             a.gate[0].group_size, hidden, er.m[0].scale_type, in_gate.qr, stream);
+                             a.gate[0].group_size, hidden, er.m[0].scale_type,
+                             AllCodesAligned(a.gate, E) && AllCodesAligned(a.up, E), in_gate.qr, stream);
   } else {
     ExpertMatMul(a.gate[0], in_gate, table, E, plan, mt, tiles, g, width, stream);
     const ExpertInputs in_up = PrepareInputs(a.up[0], &in_gate, x, ldx, nullptr, plan.order, k, P, xp, scratch, stream);
@@ -561,7 +573,8 @@ void MoeExpertsPass(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stre
       PrepareInputs(a.down[0], nullptr, g, width, gelu_in_place ? nullptr : u, nullptr, 1, P, hp, scratch, stream);
   if (expert_rows) {
     AffineInt8RowMatMulTable(er.products + 2 * P, static_cast<int>(P), P * hidden, a.down[0].bits,
-                             a.down[0].group_size, width, er.m[2].scale_type, in_down.qr, stream);
+                             a.down[0].group_size, width, er.m[2].scale_type, AllCodesAligned(a.down, E), in_down.qr,
+                             stream);
   } else {
     ExpertMatMul(a.down[0], in_down, table + 2 * E, E, plan, mt, tiles, y, hidden, stream);
   }
