@@ -1,7 +1,7 @@
 // The split states of Ops::PagedAttention on the bf16 tensor cores, for
 // stores whose format is plain bf16 with 16-byte aligned head slices and a
-// head_dim of 64, 128, 256 or 512 (AttnStore::mma), when G4_CUDA_ATTN_MMA
-// lets them (MmaModeOn: opt-in until they have run on a GPU). A store's
+// head_dim of 64, 128, 256 or 512 (AttnStore::mma), unless G4_CUDA_ATTN_MMA
+// is "0" (MmaModeOn). A store's
 // format decides, never the step, so every row of such a store, decode or
 // prefill, takes this order:
 //
