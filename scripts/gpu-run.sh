@@ -92,10 +92,6 @@ run_tests() {
     --gtest_filter="*MatMul*/cuda:*Affine*/cuda:*Moe*/cuda" >"$work/test_backend_rowmma.log" 2>&1
   gtest_line "$work/test_backend_rowmma.log" "test_backend G4_CUDA_ROW_MMA=1"
   cat "$work/test_backend_rowmma.log" >>"$out/tests.log"
-  G4_CUDA_PREFETCH=2 timeout "${G4_TEST_TIMEOUT:-300}" "$bin/test_backend" \
-    --gtest_filter="*MatMul*/cuda:*Affine*/cuda" >"$work/test_backend_prefetch.log" 2>&1
-  gtest_line "$work/test_backend_prefetch.log" "test_backend G4_CUDA_PREFETCH=2"
-  cat "$work/test_backend_prefetch.log" >>"$out/tests.log"
   if [ -x "$bin/test_model" ]; then
     G4_CUDA_ROW_MMA=1 G4_TEST_BACKEND=cuda timeout "${G4_TEST_TIMEOUT:-300}" "$bin/test_model" \
       >"$work/test_model_mma.log" 2>&1

@@ -14,13 +14,11 @@
 // The next round's loads are issued before phase 2 of the current one.
 // One launch may serve several products of the same input (OutSet).
 #include <algorithm>
-#include <cstdlib>
 
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/affine_int8_core.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
-#include "backend/cuda/device_info.h"
 #include "core/check.h"
 
 namespace g4::cuda {
@@ -34,45 +32,14 @@ constexpr int kMaxMt = 8;
 
 size_t Align256(size_t n) { return (n + 255) / 256 * 256; }
 
-constexpr int64_t kLine = 128;            // bytes per L2 line
-constexpr int64_t kBulk = 16 * 1024;      // bytes per bulk prefetch
-constexpr int64_t kPrefetchShare = 256 * 1024;  // bytes per prefetch block
-
-// Block `b` of `nb` prefetch blocks: its share of the ranges laid end to
-// end, in 128-byte lines, into L2.
-__device__ void PrefetchShare(const L2Prefetch& pf, int64_t b, int64_t nb) {
-  const int64_t share = (pf.total + nb - 1) / nb;
-  const int64_t s0 = b * share, s1 = min(pf.total, s0 + share);
-  const int64_t step = pf.mode == 2 ? kBulk : kLine;
-  int64_t c0 = 0;
-  for (int r = 0; r < pf.n; ++r) {
-    const int64_t c1 = c0 + pf.bytes[r];
-    const int64_t lo = max(s0, c0), hi = min(s1, c1);
-    for (int64_t o = (lo - c0) / kLine * kLine + threadIdx.x * step; o < hi - c0; o += blockDim.x * step) {
-      const char* p = pf.base[r] + o;
-      if (pf.mode == 2) {
-        const uint32_t n = static_cast<uint32_t>(min(kBulk, (hi - c0 - o + 15) / 16 * 16));
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(n) : "memory");
-      } else {
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-      }
-    }
-    c0 = c1;
-  }
-}
-
 // One warp per (row, group). Launched as a programmatic dependent, and lets
-// its own dependent (the one-row kernel) start at once. Blocks from
-// quant_blocks on only request pf's ranges into L2 (weights: readable
-// before the wait) and leave.
+// its own dependent (the one-row kernel) start at once.
 __global__ __launch_bounds__(256) void QuantizeKernel(const float* __restrict__ x, int64_t ldx,
                                                       const float* __restrict__ u, int64_t ldu,
                                                       const int32_t* __restrict__ src_rows, int32_t per_entry,
                                                       int64_t rows, int64_t k, int group, int bits,
-                                                      QRows qr, L2Prefetch pf, int64_t quant_blocks) {
+                                                      QRows qr) {
   AllowDependents();  // a one-row MatMul may start requesting its weights
-  if (static_cast<int64_t>(blockIdx.x) >= quant_blocks)
-    return PrefetchShare(pf, blockIdx.x - quant_blocks, gridDim.x - quant_blocks);
   WaitForPredecessor();
   const int64_t groups = k / group;
   const int64_t item = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;
@@ -246,26 +213,16 @@ QRows QRowsIn(void* scratch, int64_t rows, int64_t k, int group) {
   return qr;
 }
 
-int L2PrefetchMode() {
-  static const int mode = [] {
-    const char* e = std::getenv("G4_CUDA_PREFETCH");
-    return e != nullptr && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
-  }();
-  return mode;
-}
-
 void QuantizeRows(const float* x, int64_t ldx, const float* u, int64_t ldu, const int32_t* src_rows,
                   int32_t per_entry, int64_t rows, int64_t k, int group, int bits, const QRows& qr,
-                  cudaStream_t stream, const L2Prefetch* prefetch) {
+                  cudaStream_t stream) {
   G4_CHECK_MSG(group == 32 || group == 64 || group == 128, "[cuda] QuantizeRows: group size");
   const int64_t warps = rows * (k / group);
   if (warps == 0) return;
   const int64_t blocks = (warps + 7) / 8;
-  L2Prefetch pf = prefetch && prefetch->mode != 0 ? *prefetch : L2Prefetch{};
-  const int64_t pf_blocks = pf.total > 0 ? std::min<int64_t>(2 * SmCount(), (pf.total + kPrefetchShare - 1) / kPrefetchShare) : 0;
-  G4_CHECK_MSG(blocks + pf_blocks < (int64_t{1} << 31), "[cuda] QuantizeRows: too many rows");
-  LaunchDependent(QuantizeKernel, dim3(static_cast<unsigned>(blocks + pf_blocks)), dim3(256), 0, stream, x, ldx, u,
-                  ldu, src_rows, per_entry, rows, k, group, bits, qr, pf, blocks);
+  G4_CHECK_MSG(blocks < (int64_t{1} << 31), "[cuda] QuantizeRows: too many rows");
+  LaunchDependent(QuantizeKernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream, x, ldx, u, ldu,
+                  src_rows, per_entry, rows, k, group, bits, qr);
 }
 
 void AffineInt8MatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, const TileSource& src,

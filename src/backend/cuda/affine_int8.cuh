@@ -43,29 +43,13 @@ struct QRows {
 size_t QRowsBytes(int64_t rows, int64_t k, int group);
 QRows QRowsIn(void* scratch, int64_t rows, int64_t k, int group);
 
-// Device byte ranges (weights: never written in a step) that QuantizeRows
-// requests into L2 while it waits for its predecessor, for the MatMul
-// after it (G4_CUDA_PREFETCH: 1 a prefetch per 128-byte line, 2 bulk
-// prefetches; unset or 0, none). Ranges start 16-byte aligned.
-struct L2Prefetch {
-  static constexpr int kMax = 12;  // codes, scales and biases of 4 products
-  const char* base[kMax] = {};
-  int64_t bytes[kMax] = {};
-  int n = 0;
-  int mode = 0;
-  int64_t total = 0;
-};
-// The mode G4_CUDA_PREFETCH asks for (read once).
-int L2PrefetchMode();
-
 // Quantizes `rows` rows of x (k columns) for weights of `bits` bits in
 // groups of `group` into qr; with u (gated), rows of gelu_tanh(x) * u
 // (GeluMul's bits) instead. Row i reads row src_rows[i] / per_entry when
-// src_rows is given (the MoE experts' gather), else row i. With prefetch
-// (mode not 0), extra blocks request its ranges into L2 before the wait.
+// src_rows is given (the MoE experts' gather), else row i.
 void QuantizeRows(const float* x, int64_t ldx, const float* u, int64_t ldu, const int32_t* src_rows,
                   int32_t per_entry, int64_t rows, int64_t k, int group, int bits, const QRows& qr,
-                  cudaStream_t stream, const L2Prefetch* prefetch = nullptr);
+                  cudaStream_t stream);
 
 // Which input rows and weights a block of the affine kernel takes.
 struct TileSource {

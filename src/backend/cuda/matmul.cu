@@ -386,25 +386,9 @@ void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, 
     weights += ws[i]->rows * ws[i]->cols;
   }
   const QRows qr = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(M, K, w0.group_size)), M, K, w0.group_size);
-  L2Prefetch pf;
-  if (M == 1 && (pf.mode = L2PrefetchMode()) != 0) {  // the one-row kernel's weights, requested while x is made
-    const auto add = [&pf](const void* p, int64_t bytes) {
-      if (p == nullptr || bytes <= 0 || pf.n == L2Prefetch::kMax) return;
-      pf.base[pf.n] = static_cast<const char*>(p);
-      pf.bytes[pf.n++] = bytes;
-      pf.total += bytes;
-    };
-    for (size_t i = 0; i < ws.size(); ++i) {
-      const DevWeight& w = outs[i].w;
-      const int64_t sb = w.scale_type == kSF32 ? 4 : 2;
-      add(w.data, w.rows * w.row_bytes);
-      add(w.scales, w.rows * w.groups_per_row * sb);
-      add(w.biases, w.rows * w.groups_per_row * sb);
-    }
-  }
   {
     SubProfile sp(stream, "matmul quantize rows");
-    QuantizeRows(x.f32(), ldx, up, ldu, nullptr, 1, M, K, w0.group_size, w0.bits, qr, stream, &pf);
+    QuantizeRows(x.f32(), ldx, up, ldu, nullptr, 1, M, K, w0.group_size, w0.bits, qr, stream);
   }
   const std::span<const AffineOut> products(outs, ws.size());
   if (M >= AffineMmaMinRows()) {
