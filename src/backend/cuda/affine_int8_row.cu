@@ -29,8 +29,6 @@
 // the wait for the kernel that quantized the input; a table is read after
 // it.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "backend/cuda/affine_int8.cuh"
@@ -223,14 +221,8 @@ void Launch(const OutSet& set, const QRows& qr, const RowProduct* table, int tab
   LaunchKernel<B, P, false, -1, false>(set, qr, table, table_n, units, groups, stream);
 }
 
-// G4_CUDA_ROW_MMA: "1" (or "2": its cp.async ring) on, "0" off, unset
-// kRowMmaByDefault.
 bool RowMmaOn() {
-  static const bool on = [] {
-    const char* e = std::getenv("G4_CUDA_ROW_MMA");
-    if (e != nullptr && (std::strcmp(e, "1") == 0 || std::strcmp(e, "2") == 0)) return true;
-    return EnvSwitch("G4_CUDA_ROW_MMA", kRowMmaByDefault);
-  }();
+  static const bool on = EnvSwitch("G4_CUDA_ROW_MMA", kRowMmaByDefault);
   return on;
 }
 

@@ -27,12 +27,9 @@
 // dependent: the first groups' codes, scales and biases are requested
 // before the wait for the kernel that quantized the input.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/affine_int8_core.cuh"
-#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -43,13 +40,12 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kTileRows = 16;     // weight rows per block: one mma row tile
 constexpr int kBlocksPerSm = 3;   // 85 registers a thread
-constexpr int kMaxGroups = 767;   // the terms of 16 rows then take 196 KB of shared memory (with the
-                                  // cp.async ring's 32 KB, 228 KB: the device's most)
+constexpr int kMaxGroups = 767;   // the terms of 16 rows then take 196 KB of shared memory
 
 // Terms per row in shared memory: an odd count, so that the 16 lanes of a
 // group index writing or reading rows 0..15 spread over the banks.
 __host__ __device__ constexpr int TermsStride(int groups) { return groups | 1; }
-__host__ __device__ constexpr size_t TermsBytes(int groups) { return sizeof(float4) * kTileRows * TermsStride(groups); }
+size_t TermsBytes(int groups) { return sizeof(float4) * kTileRows * TermsStride(groups); }
 
 // One group's codes for rows g and g + 8 of the lane (P words each) and the
 // scale and bias of the row whose terms the lane writes.
@@ -106,36 +102,13 @@ __device__ __forceinline__ Tile TileOf(const OutSet& set, const RowProduct* tabl
   return t;
 }
 
-// Groups in flight per warp. In registers: about 2 KB of codes (a table
-// launch one group fewer: its pointers take the registers). kAsync: 4 KB,
-// in a ring in shared memory that cp.async fills.
-template <int P, bool kTable, bool kAsync>
-constexpr int GroupsInFlight() {
-  if constexpr (kAsync) return kTable ? (P == 4 ? 3 : 6) : (P == 4 ? 4 : 8);
-  return (P == 4 ? 2 : P == 2 ? 4 : 6) - (kTable && P < 4 ? 1 : 0);
-}
-// The ring: per warp, per slot, rows g then g + 8, per lane its P words.
-template <int P, bool kTable, bool kAsync>
-constexpr size_t RingBytes() {
-  return kAsync ? size_t{kWarps} * GroupsInFlight<P, kTable, kAsync>() * 2 * 32 * 4 * P : 0;
-}
-
-template <int P>
-__device__ __forceinline__ void CpAsyncWords(uint32_t* dst, const uint8_t* src) {
-  if constexpr (P == 1) CpAsync4(dst, src);
-  else if constexpr (P == 2) CpAsync8(dst, src);
-  else CpAsync16(dst, src);
-}
-
-template <int P, bool kTable, bool kAsync>
-__global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowMmaKernel(
-    OutSet set, const RowProduct* table, int32_t table_rows, QRows qr, int groups) {
-  constexpr int D = GroupsInFlight<P, kTable, kAsync>();
+template <int P, bool kTable>
+__global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowMmaKernel(OutSet set, const RowProduct* table,
+                                                                           int32_t table_rows, QRows qr, int groups) {
+  // Groups in flight per warp: about 2 KB of codes (a table launch one group
+  // fewer: its pointers take the registers).
+  constexpr int D = (P == 4 ? 2 : P == 2 ? 4 : 6) - (kTable && P < 4 ? 1 : 0);
   float4* terms = reinterpret_cast<float4*>(DynamicShared());  // [kTileRows][TermsStride(groups)]
-  // kAsync: this warp's ring after the terms; lane l's words of slot d, row
-  // half h at ring[((d * 2 + h) * 32 + l) * P] (a warp's accesses contiguous).
-  uint32_t* ring = reinterpret_cast<uint32_t*>(DynamicShared() + TermsBytes(groups)) +
-                   (threadIdx.x >> 5) * (D * 2 * 32 * P);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   if constexpr (kTable) WaitForPredecessor();  // the table is this step's
@@ -157,18 +130,11 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowMmaKernel(
 
   GroupLoads<P> in[D];
   const auto load = [&](int slot, int gi) {  // slot: a compile-time index after unrolling
-    if (gi < ge) {
-      if constexpr (kAsync) {
-        CpAsyncWords<P>(ring + ((slot * 2) * 32 + lane) * P, codes_g + static_cast<int64_t>(gi) * (16 * P));
-        CpAsyncWords<P>(ring + ((slot * 2 + 1) * 32 + lane) * P, codes_g8 + static_cast<int64_t>(gi) * (16 * P));
-      } else {
-        LoadWords<P>(codes_g + static_cast<int64_t>(gi) * (16 * P), in[slot].c0);
-        LoadWords<P>(codes_g8 + static_cast<int64_t>(gi) * (16 * P), in[slot].c8);
-      }
-      in[slot].s = Bf16ToF32(__ldg(scales + gi));
-      in[slot].b = Bf16ToF32(__ldg(biases + gi));
-    }
-    if constexpr (kAsync) CpAsyncCommit();  // one group per slot fill, empty or not: the waits count them
+    if (gi >= ge) return;
+    LoadWords<P>(codes_g + static_cast<int64_t>(gi) * (16 * P), in[slot].c0);
+    LoadWords<P>(codes_g8 + static_cast<int64_t>(gi) * (16 * P), in[slot].c8);
+    in[slot].s = Bf16ToF32(__ldg(scales + gi));
+    in[slot].b = Bf16ToF32(__ldg(biases + gi));
   };
 #pragma unroll
   for (int d = 0; d < D; ++d) load(d, gb + d);
@@ -195,14 +161,6 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowMmaKernel(
         for (int h = 0; h < P / 2; ++h) {
           const uint4 v = __ldg(reinterpret_cast<const uint4*>(q + 32 * P * gi) + h);
           qw[4 * h] = v.x, qw[4 * h + 1] = v.y, qw[4 * h + 2] = v.z, qw[4 * h + 3] = v.w;
-        }
-      }
-      if constexpr (kAsync) {  // the slot's copies (this lane's own) have landed
-        CpAsyncWait<D - 1>();
-#pragma unroll
-        for (int j = 0; j < P; ++j) {
-          in[d].c0[j] = ring[((d * 2) * 32 + lane) * P + j];
-          in[d].c8[j] = ring[((d * 2 + 1) * 32 + lane) * P + j];
         }
       }
       int acc[4] = {0, 0, 0, 0};
@@ -236,38 +194,26 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowMmaKernel(
   }
 }
 
-template <int P, bool kTable, bool kAsync>
+template <int P, bool kTable>
 void Launch(unsigned blocks, const OutSet& set, const RowProduct* table, int32_t table_rows, const QRows& qr,
             int groups, cudaStream_t stream) {
-  constexpr size_t ring = RingBytes<P, kTable, kAsync>();
   static const bool configured = [] {
-    G4_CUDA_CHECK(cudaFuncSetAttribute(RowMmaKernel<P, kTable, kAsync>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(TermsBytes(kMaxGroups) + ring)));
+    G4_CUDA_CHECK(cudaFuncSetAttribute(RowMmaKernel<P, kTable>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(TermsBytes(kMaxGroups))));
     return true;
   }();
   (void)configured;
-  LaunchDependent(RowMmaKernel<P, kTable, kAsync>, dim3(blocks), dim3(kWarps * 32), TermsBytes(groups) + ring, stream,
-                  set, table, table_rows, qr, groups);
-}
-
-// G4_CUDA_ROW_MMA=2 (a measuring switch, read at every call): the codes
-// through the cp.async ring instead of registers; the same bits.
-bool AsyncRing() {
-  const char* e = std::getenv("G4_CUDA_ROW_MMA");
-  return e != nullptr && std::strcmp(e, "2") == 0;
+  LaunchDependent(RowMmaKernel<P, kTable>, dim3(blocks), dim3(kWarps * 32), TermsBytes(groups), stream, set, table,
+                  table_rows, qr, groups);
 }
 
 template <bool kTable>
 void LaunchFor(int group, unsigned blocks, const OutSet& set, const RowProduct* table, int32_t table_rows,
                const QRows& qr, int groups, cudaStream_t stream) {
-  const auto with = [&]<int P>() {
-    if (AsyncRing()) return Launch<P, kTable, true>(blocks, set, table, table_rows, qr, groups, stream);
-    Launch<P, kTable, false>(blocks, set, table, table_rows, qr, groups, stream);
-  };
   switch (group) {
-    case 32: return with.template operator()<1>();
-    case 64: return with.template operator()<2>();
-    default: return with.template operator()<4>();
+    case 32: return Launch<1, kTable>(blocks, set, table, table_rows, qr, groups, stream);
+    case 64: return Launch<2, kTable>(blocks, set, table, table_rows, qr, groups, stream);
+    default: return Launch<4, kTable>(blocks, set, table, table_rows, qr, groups, stream);
   }
 }
 

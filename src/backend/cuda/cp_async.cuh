@@ -14,11 +14,6 @@ __device__ __forceinline__ void CpAsync16(void* dst, const void* src) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
 }
-// 8 bytes, both addresses 8-byte aligned.
-__device__ __forceinline__ void CpAsync8(void* dst, const void* src) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(s), "l"(src) : "memory");
-}
 // 4 bytes, both addresses 4-byte aligned.
 __device__ __forceinline__ void CpAsync4(void* dst, const void* src) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));

@@ -23,7 +23,6 @@ inline void SimCpAsync(void* dst, const void* src, size_t n) {
   f.copies.push_back({dst, src, n});
 }
 inline void CpAsync16(void* dst, const void* src) { SimCpAsync(dst, src, 16); }
-inline void CpAsync8(void* dst, const void* src) { SimCpAsync(dst, src, 8); }
 inline void CpAsync4(void* dst, const void* src) { SimCpAsync(dst, src, 4); }
 inline void CpAsyncCommit() { simt::Me().groups.push_back(simt::Me().copies.size()); }
 template <int N>
