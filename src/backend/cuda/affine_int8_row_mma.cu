@@ -10,6 +10,11 @@
 // and an mma per 32 columns of 16 rows (the input row is column 0 of B; the
 // other 7 columns are discarded).
 //
+// Measured on an H100 (docs/cuda.md, MatMul): about 45 % fewer
+// instructions than the block-shared dp4a kernel, but slower inside a
+// decode step (both kernels wait on their global loads), so it is opt-in
+// (G4_CUDA_ROW_MMA=1, kRowMmaByDefault).
+//
 // A block owns a tile of 16 weight rows of one product (kTileRows) and its
 // 8 warps split the groups: warp w takes groups [w G / 8, (w + 1) G / 8).
 // Per group, lane (g = lane / 4, t = lane % 4) holds words P t .. P t + P - 1
