@@ -150,6 +150,27 @@ __device__ __forceinline__ int RoundGroupSum(const uint32_t (&wd)[P][B], const i
   return isum;
 }
 
+// The block-shared one-row kernels (affine_int8_row_block.cu,
+// affine_int8_row_mma.cu) keep a row's group terms in shared memory,
+// [row][TermsStride(groups)] float4 (float(isum), s * d, b, xs): an odd
+// stride, so lanes reading or writing one group of consecutive rows hit
+// distinct banks. After a barrier one lane per row folds them in group
+// order: the scheme's float sequence, so the same bits as every other path.
+__host__ __device__ constexpr int TermsStride(int groups) { return groups | 1; }
+__device__ __forceinline__ float4 GroupTerms(int isum, float s, float d, float b, float xs) {
+  return make_float4(__int2float_rn(isum), __fmul_rn(s, d), b, xs);
+}
+__device__ __forceinline__ float FoldGroupTerms(const float4* row_terms, int groups) {
+  float acc = 0.0f;
+#pragma unroll 8
+  for (int g = 0; g < groups; ++g) {
+    const float4 v = row_terms[g];
+    acc = __fmaf_rn(v.x, v.y, acc);
+    acc = __fmaf_rn(v.z, v.w, acc);
+  }
+  return acc;
+}
+
 // Up to kMaxAffineOuts products in one launch: unit b (a block column of
 // the tiled kernel, a weight row of the one-row kernel) belongs to product
 // i when first_block[i] <= b < first_block[i + 1].

@@ -38,10 +38,6 @@ constexpr int kRows = 8;  // weight rows per block; the sequences' lanes
 constexpr int kBlocksPerSm = 4;
 constexpr size_t kMaxTermsBytes = 48 * 1024;  // without the dynamic shared memory opt-in
 
-// Terms per row in shared memory: an odd count, so that lanes 0..7 reading
-// group g of rows 0..7 (16 bytes each) hit distinct banks.
-__host__ __device__ constexpr int TermsStride(int groups) { return groups | 1; }
-
 // A block row: product row `row` of its matrix, bf16 scales.
 struct BlockRow {
   const uint8_t* codes;      // the row's codes (16-byte aligned)
@@ -111,24 +107,14 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowBlockKernel(OutS
       const int isum = RoundGroupSum<B, P>(wd[d], qr.q, 0, qr.ldq, c0, chunks, lane);
       const int g = at.k * 32 + lane;
       if (g < groups)
-        terms[at.r * ld + g] = make_float4(__int2float_rn(isum), __fmul_rn(sc[d], qr.d[g]), bi[d], qr.xs[g]);
+        terms[at.r * ld + g] = GroupTerms(isum, sc[d], qr.d[g], bi[d], qr.xs[g]);
       load(d, t + kWarps * D, ahead);  // the slot's next item flies during the rest
       ahead.Advance(kWarps, rounds);
       at.Advance(kWarps, rounds);
     }
   }
   __syncthreads();
-  if (warp == 0 && lane < nrows) {  // the rows' float sequences, side by side
-    const float4* tr = terms + lane * ld;
-    float acc = 0.0f;
-#pragma unroll 8
-    for (int g = 0; g < groups; ++g) {
-      const float4 v = tr[g];
-      acc = __fmaf_rn(v.x, v.y, acc);
-      acc = __fmaf_rn(v.z, v.w, acc);
-    }
-    *rows[lane].y = acc;
-  }
+  if (warp == 0 && lane < nrows) *rows[lane].y = FoldGroupTerms(terms + lane * ld, groups);  // side by side
 }
 
 template <int B, int P>

@@ -47,9 +47,7 @@ constexpr int kTileRows = 16;     // weight rows per block: one mma row tile
 constexpr int kBlocksPerSm = 3;   // 85 registers a thread
 constexpr int kMaxGroups = 767;   // the terms of 16 rows then take 196 KB of shared memory
 
-// Terms per row in shared memory: an odd count, so that the 16 lanes of a
-// group index writing or reading rows 0..15 spread over the banks.
-__host__ __device__ constexpr int TermsStride(int groups) { return groups | 1; }
+// The 16 rows' group terms (affine_int8_core.cuh: TermsStride).
 size_t TermsBytes(int groups) { return sizeof(float4) * kTileRows * TermsStride(groups); }
 
 // One group's codes for rows g and g + 8 of the lane (P words each) and the
@@ -88,7 +86,7 @@ struct Tile {
 // `table_rows` rows each (kTable: the MoE experts of a decode step, written
 // by the kernel before this one, read after the wait).
 template <bool kTable>
-__device__ __forceinline__ Tile TileOf(const OutSet& set, const RowProduct* table, int32_t table_rows, int groups) {
+__device__ __forceinline__ Tile TileOf(const OutSet& set, const RowProduct* table, int32_t table_rows) {
   Tile t;
   if constexpr (kTable) {
     const int32_t tiles = (table_rows + kTileRows - 1) / kTileRows;
@@ -117,7 +115,7 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowMmaKernel(OutSet
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   if constexpr (kTable) WaitForPredecessor();  // the table is this step's
-  const Tile tile = TileOf<kTable>(set, table, table_rows, groups);
+  const Tile tile = TileOf<kTable>(set, table, table_rows);
   const int nrows = tile.nrows;
   if (nrows <= 0) return;  // a table product shorter than the launch's rows: the whole block
   // Rows past the product's end read the tile's first row (discarded
@@ -179,24 +177,13 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowMmaKernel(OutSet
       // (g, 1) takes the latter.
       const int up = __shfl_up_sync(0xffffffffu, acc[2], 1);
       const int isum = t == 0 ? acc[0] : up;
-      if (writes)
-        terms[term_row * ld + gi] =
-            make_float4(__int2float_rn(isum), __fmul_rn(in[d].s, qd[gi]), in[d].b, qxs[gi]);
+      if (writes) terms[term_row * ld + gi] = GroupTerms(isum, in[d].s, qd[gi], in[d].b, qxs[gi]);
       load(d, gi + D);  // the slot's next group flies during the rest
     }
   }
   __syncthreads();
-  if (warp == 0 && lane < nrows) {  // the rows' float sequences, side by side
-    const float4* tr = terms + lane * ld;
-    float acc = 0.0f;
-#pragma unroll 8
-    for (int gi = 0; gi < groups; ++gi) {
-      const float4 v = tr[gi];
-      acc = __fmaf_rn(v.x, v.y, acc);
-      acc = __fmaf_rn(v.z, v.w, acc);
-    }
-    tile.y[tile.r0 + lane] = acc;
-  }
+  if (warp == 0 && lane < nrows)  // the rows' float sequences, side by side
+    tile.y[tile.r0 + lane] = FoldGroupTerms(terms + lane * ld, groups);
 }
 
 template <int P, bool kTable>
