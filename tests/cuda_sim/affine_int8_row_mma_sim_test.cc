@@ -16,21 +16,10 @@
 
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/affine_int8_core.cuh"
+#include "core/float16.h"
 
 namespace g4::cuda {
 namespace {
-
-uint16_t Bf16Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-float FromBf16(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 // One 4-bit product with bf16 scales and biases; codes 16-byte aligned rows.
 struct Product {
@@ -45,8 +34,8 @@ struct Product {
     std::normal_distribution<float> n(0.0f, 0.02f);
     scales.resize(static_cast<size_t>(r * (c / g)));
     biases.resize(scales.size());
-    for (uint16_t& s : scales) s = Bf16Bits(n(rng));
-    for (uint16_t& b : biases) b = Bf16Bits(n(rng) * 8.0f);
+    for (uint16_t& s : scales) s = g4::F32ToBf16(n(rng));
+    for (uint16_t& b : biases) b = g4::F32ToBf16(n(rng) * 8.0f);
     y.assign(static_cast<size_t>(r), std::nanf(""));
   }
   DevWeight Dev() const {
@@ -91,9 +80,9 @@ float Reference(const Product& p, const Input& in, int64_t r) {
       isum += code * in.q[static_cast<size_t>(qpos)];
     }
     const size_t gi = static_cast<size_t>(r * (p.cols / p.group) + g);
-    const float sd = FromBf16(p.scales[gi]) * in.d[static_cast<size_t>(g)];
+    const float sd = g4::Bf16ToF32(p.scales[gi]) * in.d[static_cast<size_t>(g)];
     y = std::fmaf(static_cast<float>(isum), sd, y);
-    y = std::fmaf(FromBf16(p.biases[gi]), in.xs[static_cast<size_t>(g)], y);
+    y = std::fmaf(g4::Bf16ToF32(p.biases[gi]), in.xs[static_cast<size_t>(g)], y);
   }
   return y;
 }
