@@ -66,6 +66,19 @@ gtest_line() {
   grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | sort -u | head -40 | tee -a "$summary"
 }
 
+# rerun LABEL LOG [VAR=VALUE...] -- BINARY [ARGS...]: a test binary again
+# under the given switches, logged to $work/LOG and summarized as LABEL.
+rerun() {
+  local label=$1 log=$work/$2
+  shift 2
+  local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" timeout "${G4_TEST_TIMEOUT:-300}" "$@" >"$log" 2>&1
+  gtest_line "$log" "$label"
+  cat "$log" >>"$out/tests.log"
+}
+
 run_tests() {
   local filter=${G4_TEST_FILTER:-*cuda*}
   local t0
@@ -76,28 +89,19 @@ run_tests() {
   cat "$work/test_backend.log" >>"$out/tests.log"
   # The one-row kernel's own bf16 path, which the block-shared kernel
   # (G4_CUDA_ROW_BLOCK) otherwise takes over.
-  G4_CUDA_ROW_BLOCK=0 timeout "${G4_TEST_TIMEOUT:-300}" "$bin/test_backend" \
-    --gtest_filter="*MatMul*/cuda:*Affine*/cuda:*Moe*/cuda" >"$work/test_backend_noblock.log" 2>&1
-  gtest_line "$work/test_backend_noblock.log" "test_backend G4_CUDA_ROW_BLOCK=0"
-  cat "$work/test_backend_noblock.log" >>"$out/tests.log"
+  local matmul="*MatMul*/cuda:*Affine*/cuda:*Moe*/cuda"
+  rerun "test_backend G4_CUDA_ROW_BLOCK=0" test_backend_noblock.log G4_CUDA_ROW_BLOCK=0 -- \
+    "$bin/test_backend" --gtest_filter="$matmul"
   # Every attention test with plain bf16 stores on the CUDA-core kernels
   # too (the tensor-core ones take them by default: kMmaByDefault).
-  G4_CUDA_ATTN_MMA=0 timeout "${G4_TEST_TIMEOUT:-300}" "$bin/test_backend" \
-    --gtest_filter="*PagedAttention*/cuda" >"$work/test_backend_mma.log" 2>&1
-  gtest_line "$work/test_backend_mma.log" "test_backend G4_CUDA_ATTN_MMA=0"
-  cat "$work/test_backend_mma.log" >>"$out/tests.log"
+  rerun "test_backend G4_CUDA_ATTN_MMA=0" test_backend_mma.log G4_CUDA_ATTN_MMA=0 -- \
+    "$bin/test_backend" --gtest_filter="*PagedAttention*/cuda"
   # The MatMul tests on the tensor-core one-row kernel (opt-in, slower so
   # far: kRowMmaByDefault), then the model tests with it.
-  G4_CUDA_ROW_MMA=1 timeout "${G4_TEST_TIMEOUT:-300}" "$bin/test_backend" \
-    --gtest_filter="*MatMul*/cuda:*Affine*/cuda:*Moe*/cuda" >"$work/test_backend_rowmma.log" 2>&1
-  gtest_line "$work/test_backend_rowmma.log" "test_backend G4_CUDA_ROW_MMA=1"
-  cat "$work/test_backend_rowmma.log" >>"$out/tests.log"
-  if [ -x "$bin/test_model" ]; then
-    G4_CUDA_ROW_MMA=1 G4_TEST_BACKEND=cuda timeout "${G4_TEST_TIMEOUT:-300}" "$bin/test_model" \
-      >"$work/test_model_mma.log" 2>&1
-    gtest_line "$work/test_model_mma.log" "test_model G4_CUDA_ROW_MMA=1"
-    cat "$work/test_model_mma.log" >>"$out/tests.log"
-  fi
+  rerun "test_backend G4_CUDA_ROW_MMA=1" test_backend_rowmma.log G4_CUDA_ROW_MMA=1 -- \
+    "$bin/test_backend" --gtest_filter="$matmul"
+  [ -x "$bin/test_model" ] &&
+    rerun "test_model G4_CUDA_ROW_MMA=1" test_model_mma.log G4_CUDA_ROW_MMA=1 G4_TEST_BACKEND=cuda -- "$bin/test_model"
   for t in test_model test_engine; do
     [ -x "$bin/$t" ] || continue
     t0=$(date +%s)
@@ -111,6 +115,18 @@ run_tests() {
 # True once G4_DEADLINE (seconds since the epoch), when set, has passed.
 past_deadline() { [ -n "${G4_DEADLINE:-}" ] && [ "$(date +%s)" -gt "$G4_DEADLINE" ]; }
 
+# synth_model PRESET QUANT: the synthetic checkpoint in /tmp/g4-synth-PRESET-QUANT,
+# made unless it is there already (a failure is noted, and returns 1).
+synth_model() {
+  local preset=$1 quant=$2 dir=/tmp/g4-synth-$1-$2 t0
+  t0=$(date +%s)
+  if [ ! -f "$dir/config.json" ]; then
+    "$bin/g4" synth --preset "$preset" --quant "$quant" --out "$dir" >>"$misc" 2>&1 ||
+      { note "synth $preset $quant failed: $(tail -2 "$misc")"; rm -rf "$dir"; return 1; }
+  fi
+  note "synth $preset $quant: $(( $(date +%s) - t0 )) s, $(du -sh "$dir" | cut -f1)"
+}
+
 # bench PRESET:QUANT[:KV]: synthesize the checkpoint in /tmp, then decode
 # at each batch size and prefill at each prompt length; one JSON line each
 # into $out/bench.jsonl, removed afterwards (the disk is small).
@@ -120,13 +136,7 @@ run_bench() {
   IFS=: read -r preset quant kv <<<"$spec"
   kv=${kv:-plain:bf16}
   dir=/tmp/g4-synth-$preset-$quant
-  local t0
-  t0=$(date +%s)
-  if [ ! -f "$dir/config.json" ]; then
-    "$bin/g4" synth --preset "$preset" --quant "$quant" --out "$dir" >>"$misc" 2>&1 ||
-      { note "synth $preset $quant failed: $(tail -2 "$misc")"; rm -rf "$dir"; return 1; }
-  fi
-  note "synth $preset $quant: $(( $(date +%s) - t0 )) s, $(du -sh "$dir" | cut -f1)"
+  synth_model "$preset" "$quant" || return 1
   local gen=${G4_BENCH_GEN:-64}
   local bp b p
   for bp in ${G4_BENCH_BATCHES-1 8 32 64}; do
@@ -320,8 +330,7 @@ run_ab() {
   IFS=: read -r preset quant kv <<<"$spec"
   kv=${kv:-plain:bf16}
   dir=/tmp/g4-synth-$preset-$quant
-  [ -f "$dir/config.json" ] || "$bin/g4" synth --preset "$preset" --quant "$quant" --out "$dir" >>"$misc" 2>&1 ||
-    { note "synth $preset $quant failed"; return 1; }
+  synth_model "$preset" "$quant" || return 1
   local case p chunk gen val j
   for case in ${G4_AB_CASES:-512:512:64 32768:4096:32 4096:4096:2}; do
     IFS=: read -r p chunk gen <<<"$case"
