@@ -1,5 +1,5 @@
-// Ops::KvWrite and Ops::KvRecodeBlocks on the GPU: one block per record.
-// The block stages the token's K and V rows (all KV heads) in shared
+// Ops::KvWrite and Ops::KvRecodeBlocks on the GPU: one block per record
+// (plain stores: KvWritePlainKernel, below). The block stages the token's K and V rows (all KV heads) in shared
 // memory, applies the value rotation for turbo stores (sign flip, a
 // Walsh-Hadamard transform one butterfly stage at a time, the 1/sqrt(d)
 // scale: the reference's operations, each butterfly the same two
@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/kv_codec.cuh"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/pdl.cuh"
@@ -137,25 +138,40 @@ struct DevRows {
   const int32_t* kv_len;
 };
 
-__global__ __launch_bounds__(kThreads) void KvWriteKernel(
-    DevRows rows, DevStore s0, DevStore s1, const int32_t* __restrict__ table, int64_t table_stride,
-    const uint8_t* __restrict__ seq_store, int block_size, const float* __restrict__ k, int64_t ldk,
-    const float* __restrict__ v, int64_t ldv, int width) {
-  // Where the record goes comes from the step's uploaded arrays only, so
-  // the chain of lookups runs before the wait, beside the predecessor.
+// Where row r's record goes, and its store: from the step's uploaded
+// arrays only, so the chain of lookups may run before the wait, beside the
+// predecessor. Traps on anything out of range.
+struct KvDest {
+  DevRows rows;
+  DevStore s0, s1;
+  const int32_t* table;
+  int64_t table_stride;
+  const uint8_t* seq_store;
+  int block_size;
+};
+
+__device__ __forceinline__ uint8_t* RowRecord(const KvDest& dst, int64_t r, const DevStore*& store) {
+  const int32_t seq = dst.rows.row_seq[r];
+  const int32_t pos = dst.rows.positions[r];
+  if (seq < 0 || seq >= dst.rows.num_seqs) __trap();
+  if (pos < 0 || pos >= dst.rows.kv_len[seq]) __trap();
+  const int st = dst.seq_store ? dst.seq_store[seq] : 0;
+  store = st == 0 ? &dst.s0 : &dst.s1;
+  if ((st != 0 && st != 1) || store->records == nullptr) __trap();
+  const int64_t entry = pos / dst.block_size;
+  if (entry >= dst.table_stride) __trap();
+  const int32_t block = dst.table[seq * dst.table_stride + entry];
+  if (block < 0 || block >= store->num_blocks) __trap();
+  return store->records + (static_cast<int64_t>(block) * dst.block_size + pos % dst.block_size) * store->f.record_bytes;
+}
+
+// One block per row: the rows staged in shared memory, then EncodeRecord.
+__global__ __launch_bounds__(kThreads) void KvWriteKernel(KvDest dst, const float* __restrict__ k, int64_t ldk,
+                                                          const float* __restrict__ v, int64_t ldv, int width) {
   extern __shared__ float kv_rows[];
   const int64_t r = blockIdx.x;
-  const int32_t seq = rows.row_seq[r];
-  const int32_t pos = rows.positions[r];
-  if (seq < 0 || seq >= rows.num_seqs) __trap();
-  if (pos < 0 || pos >= rows.kv_len[seq]) __trap();
-  const int st = seq_store ? seq_store[seq] : 0;
-  const DevStore& s = st == 0 ? s0 : s1;
-  if ((st != 0 && st != 1) || s.records == nullptr) __trap();
-  const int64_t entry = pos / block_size;
-  if (entry >= table_stride) __trap();
-  const int32_t block = table[seq * table_stride + entry];
-  if (block < 0 || block >= s.num_blocks) __trap();
+  const DevStore* s = nullptr;
+  uint8_t* rec = RowRecord(dst, r, s);
   FollowPredecessor();  // k and v are this step's (pdl.cuh)
   float* kr = kv_rows;
   float* vr = kv_rows + width;
@@ -164,8 +180,38 @@ __global__ __launch_bounds__(kThreads) void KvWriteKernel(
     vr[e] = v[r * ldv + e];
   }
   __syncthreads();
-  uint8_t* rec = s.records + (static_cast<int64_t>(block) * block_size + pos % block_size) * s.f.record_bytes;
-  EncodeRecord(s, kr, vr, rec);
+  EncodeRecord(*s, kr, vr, rec);
+}
+
+// Steps whose stores are all plain (PlainVec4): no staging, a row's width
+// split between blocks, each thread converting 4 consecutive elements of K
+// and of V with EncodeRecord's conversions (16-byte loads, 8- or 16-byte
+// stores). A decode row's write is a chain of one load and one store.
+constexpr int kPlainThreads = 128;
+
+__device__ __forceinline__ void StorePlain4(const DevKvFormat& f, uint8_t* dst, const float4 x) {
+  if (f.plain_bytes == 4) {
+    *reinterpret_cast<float4*>(dst) = x;
+    return;
+  }
+  const auto cvt = [&](float a) -> uint32_t { return f.plain_bf16 ? F32ToBf16(a) : F32ToF16(a); };
+  *reinterpret_cast<uint2*>(dst) = make_uint2(cvt(x.x) | cvt(x.y) << 16, cvt(x.z) | cvt(x.w) << 16);
+}
+
+__global__ __launch_bounds__(kPlainThreads) void KvWritePlainKernel(KvDest dst, const float* __restrict__ k,
+                                                                    int64_t ldk, const float* __restrict__ v,
+                                                                    int64_t ldv, int width) {
+  const int64_t r = blockIdx.x;
+  const DevStore* s = nullptr;
+  uint8_t* rec = RowRecord(dst, r, s);
+  FollowPredecessor();  // k and v are this step's (pdl.cuh)
+  const int e = 4 * (blockIdx.y * kPlainThreads + threadIdx.x);
+  if (e >= width) return;
+  const float4 kq = *reinterpret_cast<const float4*>(k + r * ldk + e);
+  const float4 vq = *reinterpret_cast<const float4*>(v + r * ldv + e);
+  const int b = s->f.plain_bytes;
+  StorePlain4(s->f, rec + s->f.k_codes + static_cast<int64_t>(e) * b, kq);
+  StorePlain4(s->f, rec + s->f.v_codes + static_cast<int64_t>(e) * b, vq);
 }
 
 // Record t of block i: decode `from` (values back to the original domain),
@@ -210,20 +256,52 @@ void AllowSmem(Kernel kernel, size_t bytes, size_t& allowed) {
   allowed = bytes;
 }
 
+// Whether KvWritePlainKernel takes the step: every store in use plain,
+// with its K and V codes at 8-byte (16 for f32) aligned offsets of aligned
+// records, and K and V rows of whole, 16-byte aligned float4s.
+bool PlainVec4(const DevStore& s0, const DevStore& s1, const float* k, int64_t ldk, const float* v, int64_t ldv,
+               int width) {
+  const auto aligned = [](const void* p, int64_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; };
+  for (const DevStore* s : {&s0, &s1}) {
+    if (s->records == nullptr) continue;
+    const DevKvFormat& f = s->f;
+    const int64_t a = f.plain_bytes == 4 ? 16 : 8;
+    if (f.kind != kKvPlain || !aligned(s->records, 16) || f.record_bytes % a || f.k_codes % a || f.v_codes % a)
+      return false;
+  }
+  return width % 4 == 0 && ldk % 4 == 0 && ldv % 4 == 0 && aligned(k, 16) && aligned(v, 16);
+}
+
 }  // namespace
 
 void KvWrite(const StepRows& rows, const PagedKv& kv, const TensorView& k, const TensorView& v,
              cudaStream_t stream) {
-  const DevStore s0 = MakeDevStore(kv.store[0]), s1 = MakeDevStore(kv.store[1]);
+  KvDest dst;
+  dst.rows = DevRows{rows.num_rows, rows.num_seqs, rows.positions, rows.row_seq, rows.kv_len};
+  dst.s0 = MakeDevStore(kv.store[0]);
+  dst.s1 = MakeDevStore(kv.store[1]);
+  dst.table = kv.tables.block_table;
+  dst.table_stride = kv.tables.table_stride;
+  dst.seq_store = kv.tables.seq_store;
+  dst.block_size = kv.block_size;
   const int width = static_cast<int>(k.cols);
+  const int64_t ldk = k.rows > 1 ? k.stride : k.cols, ldv = v.rows > 1 ? v.stride : v.cols;
+  static const bool plain_kernel = EnvSwitchOn("G4_CUDA_KV_PLAIN");  // measuring switch
+  if (plain_kernel && PlainVec4(dst.s0, dst.s1, k.f32(), ldk, v.f32(), ldv, width)) {
+    const dim3 grid(static_cast<unsigned>(rows.num_rows),
+                    static_cast<unsigned>((width / 4 + kPlainThreads - 1) / kPlainThreads));
+    G4_CHECK_MSG(grid.y <= 65535, "[cuda] KvWrite: K/V rows too wide");
+    LaunchDependent(KvWritePlainKernel, grid, dim3(kPlainThreads), 0, stream, dst, k.f32(), ldk, v.f32(), ldv,
+                    width);
+    G4_CUDA_LAUNCHED();
+    return;
+  }
   const size_t smem = RowsSmem(width);
   G4_CHECK_MSG(smem <= 200 * 1024, "[cuda] KvWrite: K/V rows too wide");
   static size_t allowed = 0;
   AllowSmem(KvWriteKernel, smem, allowed);
-  const DevRows dr{rows.num_rows, rows.num_seqs, rows.positions, rows.row_seq, rows.kv_len};
-  LaunchDependent(KvWriteKernel, dim3(static_cast<unsigned>(rows.num_rows)), dim3(kThreads), smem, stream, dr,
-                  s0, s1, kv.tables.block_table, kv.tables.table_stride, kv.tables.seq_store, kv.block_size,
-                  k.f32(), k.rows > 1 ? k.stride : k.cols, v.f32(), v.rows > 1 ? v.stride : v.cols, width);
+  LaunchDependent(KvWriteKernel, dim3(static_cast<unsigned>(rows.num_rows)), dim3(kThreads), smem, stream, dst,
+                  k.f32(), ldk, v.f32(), ldv, width);
   G4_CUDA_LAUNCHED();
 }
 

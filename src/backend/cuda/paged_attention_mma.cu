@@ -36,6 +36,7 @@
 #include "backend/cuda/bf16_terms.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/paged_attention_core.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -82,7 +83,7 @@ struct MmaRow {
 
 template <int D, int EG, bool SHARE>
 __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int tile_rows, int heads_per_group,
-                                                            int head_groups, int64_t rows) {
+                                                            int head_groups, int64_t rows, bool early_wait) {
   using S = MmaShape<D, EG, SHARE>;
   constexpr int E = S::kEntries;
   uint8_t* mma_smem = DynamicShared();
@@ -102,8 +103,11 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
   const int gn = min(heads_per_group, G - g0);
   const int64_t t0 = static_cast<int64_t>(blockIdx.z) * tile_rows;
   // Launched as a dependent that never lets its own start early: the merge
-  // after it must find every state of this kernel.
-  WaitForPredecessor();
+  // after it must find every state of this kernel. It waits for its
+  // predecessor once it has read what the step uploaded (rows, block
+  // tables) and requested its keys' lines into L2 (below), unless
+  // G4_CUDA_ATTN_LATE_WAIT is 0 (early_wait: the measuring switch).
+  if (early_wait) WaitForPredecessor();
   if (t0 >= rows) return;
   const int64_t t_end = std::min<int64_t>(t0 + tile_rows, rows);
   const int64_t state = StateFloats(a);
@@ -152,6 +156,17 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
     constexpr int kPieces = D / 8;  // 16-byte pieces per head slice
     const int64_t slice = static_cast<int64_t>(kh) * D * 2;
     const int n_pieces = (u1 - u0) * kPieces;
+    // The keys' K and V lines into L2 while the predecessor may still run
+    // (L2 is where the predecessor's writes land, so nothing stale can be
+    // read), then the wait: K, V (this step's KvWrite) and q are this
+    // step's. A no-op after the first segment.
+    constexpr int kLines = D * 2 / 128;  // 128-byte lines per head slice
+    for (int i = threadIdx.x; i < (u1 - u0) * kLines; i += kMmaThreads) {
+      const uint8_t* r = krec[i / kLines] + slice + (i % kLines) * 128;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(r + st.f.k_codes));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(r + st.f.v_codes));
+    }
+    WaitForPredecessor();
     for (int i = threadIdx.x; i < n_pieces; i += kMmaThreads) {
       const int j = i / kPieces, p = i - j * kPieces;
       CpAsync16(ks + (u0 + j) * S::kKvStride + p * 8, krec[j] + st.f.k_codes + slice + p * 16);
@@ -357,8 +372,9 @@ void Launch(const AttnParams& a, int64_t rows, cudaStream_t stream) {
   (void)raised;
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads * head_groups),
                   static_cast<unsigned>(tiles));
+  static const bool early_wait = !EnvSwitchOn("G4_CUDA_ATTN_LATE_WAIT");
   LaunchDependent(MmaKernel<D, EG, SHARE>, grid, dim3(kMmaThreads), S::kBytes, stream, a, tile_rows, heads_per_group,
-                  head_groups, rows);
+                  head_groups, rows, early_wait);
 }
 
 template <int EG>
