@@ -107,11 +107,6 @@ struct AddNormArgs {
   TensorView next_out;                 // optional
   const float* next_weight = nullptr;  // [H], device; null: unscaled
   float eps = 1e-6f;
-  // Optional, a hint that changes no result: the weight the very next op
-  // multiplies the update's output by (MatMul or MatMuls with it first, of
-  // next_out when it has data, else of x). A backend may prepare that
-  // input here (the CUDA backend quantizes it for the weight's format).
-  const WeightMatrix* feeds = nullptr;
 };
 
 // The attention inputs' per-head norms and RoPE, in place, each view

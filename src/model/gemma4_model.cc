@@ -252,13 +252,12 @@ void Gemma4Model::AttentionBlock(int l, const StepViews& sv, const KvPool& pool,
   ops.PagedAttention(args);
 
   ops.MatMul(args.out, lw.o_proj, sv.o);
-  // x += norm(o); a = the feed-forward block's input norm, which its
-  // first op multiplies by gate_proj.
-  ResidualUpdate(sv, sv.o, lw.post_attention_layernorm, 1.0f, true, lw.pre_feedforward_layernorm, &lw.gate_proj);
+  // x += norm(o); a = the feed-forward block's input norm.
+  ResidualUpdate(sv, sv.o, lw.post_attention_layernorm, 1.0f, true, lw.pre_feedforward_layernorm);
 }
 
 void Gemma4Model::ResidualUpdate(const StepViews& sv, const TensorView& o, const float* post_weight, float scale,
-                                 bool next, const float* next_weight, const WeightMatrix* feeds) {
+                                 bool next, const float* next_weight) {
   AddNormArgs an;
   an.x = sv.x;
   an.o = o;
@@ -269,16 +268,13 @@ void Gemma4Model::ResidualUpdate(const StepViews& sv, const TensorView& o, const
     an.next_weight = next_weight;
   }
   an.eps = static_cast<float>(config_.rms_norm_eps);
-  an.feeds = feeds;
   backend_->ops().AddNorm(an);
 }
 
 void Gemma4Model::EndLayer(int l, const StepViews& sv, const TensorView& o, const float* post_weight) {
   const bool last = l + 1 == config_.num_hidden_layers;
-  // The next layer's attention block starts with q_proj (first of its MatMuls).
   ResidualUpdate(sv, o, post_weight, weights_->layers[l].layer_scalar, !last,
-                 last ? nullptr : weights_->layers[l + 1].input_layernorm,
-                 last ? nullptr : &weights_->layers[l + 1].q_proj);
+                 last ? nullptr : weights_->layers[l + 1].input_layernorm);
 }
 
 void Gemma4Model::FeedForwardBlock(int l, const StepViews& sv, Activations& act) {
@@ -332,8 +328,8 @@ void Gemma4Model::FeedForwardBlock(int l, const StepViews& sv, Activations& act)
 }
 
 void Gemma4Model::EndFeedForward(int l, const StepViews& sv, const TensorView& d, const float* post_weight) {
-  if (config_.has_ple()) {  // the per-layer-input block ends the layer, starting with a product of x
-    ResidualUpdate(sv, d, post_weight, 1.0f, false, nullptr, &weights_->layers[l].per_layer_input_gate);
+  if (config_.has_ple()) {  // the per-layer-input block ends the layer
+    ResidualUpdate(sv, d, post_weight, 1.0f, false, nullptr);
   } else {
     EndLayer(l, sv, d, post_weight);
   }

@@ -67,10 +67,9 @@ class Gemma4Model {
   // the next layer's input norm into sv.a (none after the last layer).
   void EndLayer(int l, const StepViews& sv, const TensorView& o, const float* post_weight);
   // x = (x + RmsNorm(o, post_weight)) * scale; then, if next,
-  // sv.a = RmsNorm(x, next_weight): one Ops::AddNorm. `feeds`: the weight
-  // the next op multiplies its output by (AddNormArgs::feeds), or null.
+  // sv.a = RmsNorm(x, next_weight): one Ops::AddNorm.
   void ResidualUpdate(const StepViews& sv, const TensorView& o, const float* post_weight, float scale, bool next,
-                      const float* next_weight, const WeightMatrix* feeds);
+                      const float* next_weight);
   void Head(const StepViews& sv, bool logits, Activations& act);
 
   Gemma4Config config_;

@@ -2,7 +2,7 @@
 // backend: MatMuls (several products of one input) against MatMul per
 // product, AddNorm against RmsNorm, Add, Scale and RmsNorm, HeadNormRope
 // against per-head RmsNorm and Rope, GatedMatMul against GeluMul then
-// MatMul; AddNorm's `feeds` hint changes nothing.
+// MatMul.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -138,84 +138,6 @@ TEST_P(FusedOpsTest, AddNormEqualsTheSeparateOps) {
       for (bool post_w : {false, true})
         for (float scale : {1.0f, 0.37f})
           for (bool next : {false, true}) CheckAddNorm(backend(), rows, d, post_w, scale, next, !post_w, seed += 4);
-}
-
-// AddNorm with a `feeds` hint, then the product it names (MatMul, or
-// MatMuls with it first), against the same ops without the hint: the hint
-// changes no bit. `between` puts a Scale of the fed rows between the two
-// (a backend may not use what it prepared for anything but the very next
-// op); `other` multiplies by a weight of another format than the hinted
-// one.
-enum class FedBy { kMatMul, kMatMuls, kScaledFirst, kOtherFormat };
-
-void CheckAddNormFeeds(Backend& backend, int64_t rows, int64_t d, bool next, int bits, int group, FedBy by,
-                       uint32_t seed) {
-  const std::vector<float> x = testing::RandomFloats(rows * d, seed, -3.0f, 3.0f);
-  const std::vector<float> o = testing::RandomFloats(rows * d, seed + 1, -5.0f, 5.0f);
-  const DeviceBuffer w1 = testing::UploadArray(backend, testing::RandomFloats(d, seed + 2, -2.0f, 2.0f));
-  const DeviceBuffer w2 = testing::UploadArray(backend, testing::RandomFloats(d, seed + 3, -2.0f, 2.0f));
-  const testing::DeviceWeights hinted =
-      testing::UploadWeights(backend, testing::MakeAffine(40, d, bits, group, DType::kBF16, seed + 4));
-  const testing::DeviceWeights second =
-      testing::UploadWeights(backend, testing::MakeAffine(24, d, bits, group, DType::kBF16, seed + 5));
-  const testing::DeviceWeights other = testing::UploadWeights(
-      backend, testing::MakeAffine(40, d, bits == 4 ? 8 : 4, group, DType::kBF16, seed + 6));
-  const WeightMatrix& used = by == FedBy::kOtherFormat ? other.w : hinted.w;
-  Ops& ops = backend.ops();
-  // Runs AddNorm (with the hint or not) and the product(s) on fresh
-  // copies; returns x, next_out and the products' outputs.
-  const auto run = [&](bool hint) {
-    DeviceTensor tx = testing::UploadF32(backend, x, rows, d, d + 3);
-    DeviceTensor to = testing::UploadF32(backend, o, rows, d);
-    DeviceTensor tn = testing::AllocTensor(backend, DType::kF32, rows, d, d + 5);
-    DeviceTensor y1 = testing::AllocTensor(backend, DType::kF32, rows, used.rows);
-    DeviceTensor y2 = testing::AllocTensor(backend, DType::kF32, rows, second.w.rows);
-    AddNormArgs args;
-    args.x = tx.view;
-    args.o = to.view;
-    args.post_weight = w1.as<float>();
-    args.scale = 0.75f;
-    if (next) args.next_out = tn.view;
-    args.next_weight = w2.as<float>();
-    args.feeds = hint ? &hinted.w : nullptr;
-    ops.AddNorm(args);
-    const TensorView& fed = next ? tn.view : tx.view;
-    if (by == FedBy::kScaledFirst) ops.Scale(fed, 0.5f);
-    if (by == FedBy::kMatMuls) {
-      const WeightMatrix* ws[] = {&used, &second.w};
-      const TensorView ys[] = {y1.view, y2.view};
-      ops.MatMuls(fed, ws, ys);
-    } else {
-      ops.MatMul(fed, used, y1.view);
-    }
-    std::vector<std::vector<float>> out = {testing::DownloadF32(backend, tx.view), testing::DownloadF32(backend, y1.view)};
-    if (next) out.push_back(testing::DownloadF32(backend, tn.view));
-    if (by == FedBy::kMatMuls) out.push_back(testing::DownloadF32(backend, y2.view));
-    EXPECT_TRUE(testing::GuardsIntact(backend, tn));
-    return out;
-  };
-  const std::vector<std::vector<float>> apart = run(false), hinted_run = run(true);
-  const std::string what = "rows " + std::to_string(rows) + " d " + std::to_string(d) + " next " +
-                           std::to_string(next) + " bits " + std::to_string(bits) + " group " +
-                           std::to_string(group) + " by " + std::to_string(static_cast<int>(by));
-  ASSERT_EQ(apart.size(), hinted_run.size());
-  for (size_t i = 0; i < apart.size(); ++i)
-    EXPECT_TRUE(testing::BitwiseEqual(apart[i], hinted_run[i], i == 1 ? used.rows : i == 3 ? second.w.rows : d))
-        << "output " << i << ": " << what;
-}
-
-TEST_P(FusedOpsTest, AddNormFeedsHintChangesNoBit) {
-  uint32_t seed = 1700;
-  // Widths on both sides of the CUDA register kernels' range (1024 to 6144
-  // columns, where it quantizes), every group size, 4- and 8-bit codes.
-  for (int64_t rows : {1, 3, 70})
-    for (int64_t d : {512, 1024, 2560, 3840, 5376, 6400})
-      for (int group : {32, 64, 128})
-        for (bool next : {false, true})
-          CheckAddNormFeeds(backend(), rows, d, next, group == 64 ? 8 : 4, group,
-                            next ? FedBy::kMatMuls : FedBy::kMatMul, seed += 8);
-  for (FedBy by : {FedBy::kScaledFirst, FedBy::kOtherFormat})
-    for (bool next : {false, true}) CheckAddNormFeeds(backend(), 2, 2560, next, 4, 64, by, seed += 8);
 }
 
 // GatedMatMul against GeluMul then MatMul, u with its own stride.

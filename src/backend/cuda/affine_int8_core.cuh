@@ -36,33 +36,11 @@ __device__ __forceinline__ int CvtLikeX86(float v) {
   return fabsf(v) < 2147483648.0f ? __float2int_rn(v) : static_cast<int>(0x80000000u);
 }
 
-// The pieces of step 1 of the scheme (affine_int8.cuh) for one group.
-// Every one is exact or order-free (a maximum of magnitudes, an integer
-// sum), so any split of a group's elements between threads gives the same
-// bits. AbsBits: the magnitude's bits, compared as integers (NaN above
-// infinity).
-__device__ __forceinline__ uint32_t AbsBits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
-// d and inv from the group's largest AbsBits.
-struct GroupScale {
-  float d, inv;
-};
-__device__ __forceinline__ GroupScale GroupScaleOf(uint32_t amax) {
-  const float a = __uint_as_float(amax);
-  const bool finite = amax < 0x7f800000u;
-  return {finite ? __fdiv_rn(a, 127.0f) : __uint_as_float(0x7fc00000u),
-          finite && amax != 0 ? __fdiv_rn(127.0f, a) : 0.0f};
-}
-__device__ __forceinline__ int QuantizeValue(float v, float inv) {
-  return min(127, max(-127, CvtLikeX86(__fmul_rn(v, inv))));
-}
-// xs from the group's code sum.
-__device__ __forceinline__ float GroupXs(int sum, float d) { return __fmul_rn(__int2float_rn(sum), d); }
-
 // Group g of one input row (its `group` floats at xg; gated: gelu_tanh(xg)
 // * ug, elementwise GeluMul's bits), by one warp: lane l takes elements l,
 // l + 32, ...; codes to qrow (QPos order), d and xs to *d_out and *xs_out.
-// QuantizeKernel calls this; AddNorm's quantization (norm.cu) shares its
-// pieces above.
+// Both QuantizeKernel and the one-row MatMul's fused path call this, so
+// their bits agree.
 __device__ __forceinline__ void QuantizeGroup(const float* xg, const float* ug, int group, int bits,
                                               int64_t g, int lane, int8_t* qrow, float* d_out,
                                               float* xs_out) {
@@ -72,21 +50,25 @@ __device__ __forceinline__ void QuantizeGroup(const float* xg, const float* ug, 
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     v[j] = j >= per ? 0.0f : ug ? GeluTanh(xg[j * 32 + lane]) * ug[j * 32 + lane] : xg[j * 32 + lane];
-    amax = max(amax, AbsBits(v[j]));
+    amax = max(amax, __float_as_uint(v[j]) & 0x7fffffffu);
   }
-  const GroupScale s = GroupScaleOf(__reduce_max_sync(0xffffffffu, amax));
+  amax = __reduce_max_sync(0xffffffffu, amax);
+  const float a = __uint_as_float(amax);
+  const bool finite = amax < 0x7f800000u;
+  const float d = finite ? __fdiv_rn(a, 127.0f) : __uint_as_float(0x7fc00000u);
+  const float inv = finite && amax != 0 ? __fdiv_rn(127.0f, a) : 0.0f;
   int sum = 0;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     if (j >= per) break;
-    const int qi = QuantizeValue(v[j], s.inv);
+    const int qi = min(127, max(-127, CvtLikeX86(__fmul_rn(v[j], inv))));
     sum += qi;
     qrow[QPos(bits, g * group + j * 32 + lane)] = static_cast<int8_t>(qi);
   }
   sum = __reduce_add_sync(0xffffffffu, sum);
   if (lane == 0) {
-    *d_out = s.d;
-    *xs_out = GroupXs(sum, s.d);
+    *d_out = d;
+    *xs_out = __fmul_rn(__int2float_rn(sum), d);
   }
 }
 

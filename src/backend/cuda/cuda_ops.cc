@@ -16,11 +16,9 @@
 #include <map>
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/env_switch.h"
 #include "backend/cuda/launch.h"
 #include "backend/sampler.h"
 #include "core/check.h"
@@ -119,9 +117,6 @@ class Profile {
                    static_cast<long long>(totals_[name].calls), sec * 1e6 / totals_[name].calls);
   }
   bool enabled() const { return enabled_; }
-  // Ops opened so far (OpScope).
-  uint64_t ops() const { return ops_; }
-  void CountOp() { ++ops_; }
   void Add(const std::string& name, double seconds) {
     Total& t = totals_[name];
     t.seconds += seconds;
@@ -134,24 +129,19 @@ class Profile {
     int64_t calls = 0;
   };
   bool enabled_;
-  uint64_t ops_ = 0;
   std::map<std::string, Total> totals_;
 };
 
-// The extent of one op that queues work on the stream: every such op opens
-// one before its first launch. It numbers the op (Profile::ops: an input
-// that AddNorm quantized is taken only by the op right after it) and, with
-// G4_CUDA_PROFILE, times it.
-class OpScope {
+class ProfileScope {
  public:
-  OpScope(Profile& p, cudaStream_t s, const char* name, const std::string& detail = "") : p_(p), s_(s) {
-    p_.CountOp();
+  ProfileScope(Profile& p, cudaStream_t s, const char* name, const std::string& detail = "")
+      : p_(p), s_(s) {
     if (!p_.enabled()) return;
     name_ = detail.empty() ? name : std::string(name) + "[" + detail + "]";
     G4_CUDA_CHECK(cudaStreamSynchronize(s_));
     t0_ = std::chrono::steady_clock::now();
   }
-  ~OpScope() {
+  ~ProfileScope() {
     if (!p_.enabled()) return;
     G4_CUDA_CHECK(cudaStreamSynchronize(s_));
     p_.Add(name_, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count());
@@ -175,11 +165,6 @@ std::string MatMulClass(const TensorView& x, const WeightMatrix& w) {
 
 std::string RowsClass(int64_t rows) { return rows == 1 ? "1 row" : rows <= 64 ? "2-64 rows" : ">64 rows"; }
 
-// G4_CUDA_NORM_QUANT: AddNorm quantizes the input of the product after it
-// (AddNormArgs::feeds) instead of that product's own quantization launch.
-// The same bits either way.
-constexpr bool kNormQuantByDefault = false;
-
 class CudaOps final : public Ops {
  public:
   CudaOps(Backend& backend, cudaStream_t stream, std::function<void()> scratch_moved)
@@ -191,13 +176,12 @@ class CudaOps final : public Ops {
     G4_CHECK_MSG(x.cols == w.cols && y.cols == w.rows && x.rows == y.rows, "[cuda] MatMul: shapes do not match W");
     CheckWeight(w);
     if (x.rows == 0 || w.rows == 0) return;
-    const bool quantized = TakeQuantized(x, w);
-    OpScope prof(profile_, stream_, "MatMul", profile_.enabled() ? MatMulClass(x, w) : std::string());
     if (w.cols == 0) {  // an empty sum: zeros
       G4_CUDA_CHECK(cudaMemset2DAsync(y.data, (y.rows > 1 ? y.stride : y.cols) * 4, 0, y.cols * 4, y.rows, stream_));
       return;
     }
-    cuda::MatMul(x, w, y, scratch_, stream_, quantized);
+    ProfileScope prof(profile_, stream_, "MatMul", profile_.enabled() ? MatMulClass(x, w) : std::string());
+    cuda::MatMul(x, w, y, scratch_, stream_);
   }
 
   void MatMuls(const TensorView& x, std::span<const WeightMatrix* const> ws,
@@ -213,12 +197,10 @@ class CudaOps final : public Ops {
     }
     if (x.rows == 0) return;
     if (profile_.enabled() || ws.size() == 1 || x.cols == 0) {  // per product (the profile keeps its classes)
-      for (size_t i = 0; i < ws.size(); ++i) MatMul(x, *ws[i], ys[i]);  // the first takes a quantized x
+      for (size_t i = 0; i < ws.size(); ++i) MatMul(x, *ws[i], ys[i]);
       return;
     }
-    const bool quantized = TakeQuantized(x, *ws[0]);
-    OpScope prof(profile_, stream_, "MatMuls");
-    cuda::MatMuls(x, ws, ys, scratch_, stream_, quantized);
+    cuda::MatMuls(x, ws, ys, scratch_, stream_);
   }
 
   void GatedMatMul(const TensorView& g, const TensorView& u, const WeightMatrix& w, const TensorView& y) override {
@@ -233,7 +215,6 @@ class CudaOps final : public Ops {
       MatMul(g, w, y);
       return;
     }
-    OpScope prof(profile_, stream_, "GatedMatMul");
     cuda::GatedMatMul(g, u, w, y, scratch_, stream_);
   }
 
@@ -242,7 +223,7 @@ class CudaOps final : public Ops {
     CheckF32(out, "[cuda] Embed: out must be an F32 view");
     G4_CHECK_MSG(out.cols == table.cols, "[cuda] Embed: out width differs from the table's");
     if (out.rows == 0 || out.cols == 0) return;
-    OpScope prof(profile_, stream_, "Embed");
+    ProfileScope prof(profile_, stream_, "Embed");
     cuda::Embed(table, ids, scale, out, stream_);
   }
 
@@ -251,7 +232,7 @@ class CudaOps final : public Ops {
     G4_CHECK_MSG(x.cols > 0, "[cuda] RmsNorm: shapes");
     G4_CHECK_MSG(x.data != y.data || x.stride == y.stride || x.rows <= 1, "[cuda] RmsNorm: in place needs one layout");
     if (x.rows == 0) return;
-    OpScope prof(profile_, stream_, "RmsNorm");
+    ProfileScope prof(profile_, stream_, "RmsNorm");
     cuda::RmsNorm(x, weight, eps, y, stream_);
   }
 
@@ -262,20 +243,20 @@ class CudaOps final : public Ops {
     G4_CHECK_MSG(heads >= 0 && x.cols == static_cast<int64_t>(heads) * head_dim,
                  "[cuda] Rope: x width is not heads * head_dim");
     if (x.rows == 0 || heads == 0) return;
-    OpScope prof(profile_, stream_, "Rope");
+    ProfileScope prof(profile_, stream_, "Rope");
     cuda::Rope(x, heads, head_dim, positions, inv_freq, stream_);
   }
 
   void GeluMul(const TensorView& g, const TensorView& u, const TensorView& out) override {
     CheckSameShape(g, u, "[cuda] GeluMul: operand shapes differ");
     CheckSameShape(g, out, "[cuda] GeluMul: operand shapes differ");
-    OpScope prof(profile_, stream_, "GeluMul");
+    ProfileScope prof(profile_, stream_, "GeluMul");
     cuda::GeluMul(g, u, out, stream_);
   }
   void Add(const TensorView& a, const TensorView& b, const TensorView& y) override {
     CheckSameShape(a, b, "[cuda] Add: operand shapes differ");
     CheckSameShape(a, y, "[cuda] Add: operand shapes differ");
-    OpScope prof(profile_, stream_, "Add");
+    ProfileScope prof(profile_, stream_, "Add");
     cuda::Add(a, b, y, stream_);
   }
   void AddNorm(const AddNormArgs& a) override {
@@ -285,16 +266,8 @@ class CudaOps final : public Ops {
     G4_CHECK_MSG(a.x.data != a.o.data && a.x.data != a.next_out.data && a.o.data != a.next_out.data,
                  "[cuda] AddNorm: x, o and next_out may not alias");
     if (a.x.rows == 0) return;
-    OpScope prof(profile_, stream_, "AddNorm");
-    // The row the next op multiplies by a.feeds, quantized here for it
-    // when the switch is on (TakeQuantized checks that it is that op).
-    static const bool norm_quant = EnvSwitch("G4_CUDA_NORM_QUANT", kNormQuantByDefault);
-    const TensorView& fed = a.next_out.data ? a.next_out : a.x;
-    AddNormQuantize quantize;
-    if (norm_quant && a.feeds && a.feeds->is_affine() && SupportedWeight(*a.feeds) && a.feeds->cols == fed.cols)
-      quantize = {a.feeds->group_size, a.feeds->bits};
-    if (cuda::AddNorm(a, quantize, scratch_, stream_))
-      quantized_ = {fed.data, fed.rows, fed.cols, fed.stride, quantize.group, quantize.bits, profile_.ops()};
+    ProfileScope prof(profile_, stream_, "AddNorm");
+    cuda::AddNorm(a, stream_);
   }
   void HeadNormRope(const HeadNormRopeArgs& a) override {
     const int64_t T = a.q.rows, D = a.head_dim;
@@ -307,22 +280,22 @@ class CudaOps final : public Ops {
     if (a.k.data) check(a.k, a.kv_heads, "[cuda] HeadNormRope: k is not a contiguous F32 [T, kv_heads * head_dim]");
     if (a.v.data) check(a.v, a.kv_heads, "[cuda] HeadNormRope: v is not a contiguous F32 [T, kv_heads * head_dim]");
     if (T == 0) return;
-    OpScope prof(profile_, stream_, "HeadNormRope");
+    ProfileScope prof(profile_, stream_, "HeadNormRope");
     cuda::HeadNormRope(a, stream_);
   }
   void Scale(const TensorView& x, float s) override {
     CheckF32(x, "[cuda] Scale: x must be F32");
-    OpScope prof(profile_, stream_, "Scale");
+    ProfileScope prof(profile_, stream_, "Scale");
     cuda::Scale(x, s, stream_);
   }
   void ScaleColumns(const TensorView& x, const float* col, float s, const TensorView& y) override {
     CheckSameShape(x, y, "[cuda] ScaleColumns: operand shapes differ");
-    OpScope prof(profile_, stream_, "ScaleColumns");
+    ProfileScope prof(profile_, stream_, "ScaleColumns");
     cuda::ScaleColumns(x, col, s, y, stream_);
   }
   void Softcap(const TensorView& x, float cap) override {
     CheckF32(x, "[cuda] Softcap: x must be F32");
-    OpScope prof(profile_, stream_, "Softcap");
+    ProfileScope prof(profile_, stream_, "Softcap");
     cuda::Softcap(x, cap, stream_);
   }
 
@@ -330,7 +303,6 @@ class CudaOps final : public Ops {
     G4_CHECK_MSG(src.dtype == dst.dtype && src.rows == dst.rows && src.cols == dst.cols,
                  "[cuda] Copy: shapes or dtypes differ");
     if (src.elements() == 0) return;
-    OpScope prof(profile_, stream_, "Copy");
     const size_t e = src.element_bytes(), row = src.cols * e;
     const size_t sp = src.rows > 1 ? src.stride * e : row, dp = dst.rows > 1 ? dst.stride * e : row;
     G4_CUDA_CHECK(cudaMemcpy2DAsync(dst.data, dp, src.data, sp, row, src.rows, cudaMemcpyDeviceToDevice, stream_));
@@ -339,7 +311,7 @@ class CudaOps final : public Ops {
   void GatherRows(const TensorView& src, const int32_t* rows, const TensorView& dst) override {
     G4_CHECK_MSG(src.dtype == dst.dtype && src.cols == dst.cols, "[cuda] GatherRows: widths or dtypes differ");
     if (dst.rows == 0 || dst.cols == 0) return;
-    OpScope prof(profile_, stream_, "GatherRows");
+    ProfileScope prof(profile_, stream_, "GatherRows");
     cuda::GatherRows(src, rows, dst, stream_);
   }
 
@@ -355,7 +327,7 @@ class CudaOps final : public Ops {
                      weights.cols == top_k,
                  "[cuda] MoeRoute: ids and weights must be [T, top_k]");
     if (logits.rows == 0) return;
-    OpScope prof(profile_, stream_, "MoeRoute");
+    ProfileScope prof(profile_, stream_, "MoeRoute");
     cuda::MoeRoute(logits, top_k, per_expert_scale, ids, weights, stream_);
   }
 
@@ -381,7 +353,7 @@ class CudaOps final : public Ops {
       CheckWeight(a.down[e]);
     }
     if (rows == 0) return;
-    OpScope prof(profile_, stream_, "MoeExperts");
+    ProfileScope prof(profile_, stream_, "MoeExperts");
     cuda::MoeExperts(a, scratch_, stream_);
   }
 
@@ -396,7 +368,7 @@ class CudaOps final : public Ops {
     G4_CHECK_MSG(k.dtype == DType::kF32 && v.dtype == DType::kF32 && k.cols == width && v.cols == width &&
                      k.rows >= rows.num_rows && v.rows >= rows.num_rows,
                  "[cuda] KvWrite: k/v must be F32 [rows, num_kv_heads * head_dim]");
-    OpScope prof(profile_, stream_, "KvWrite");
+    ProfileScope prof(profile_, stream_, "KvWrite");
     cuda::KvWrite(rows, kv, k, v, stream_);
   }
 
@@ -418,7 +390,7 @@ class CudaOps final : public Ops {
                    "[cuda] PagedAttention: turbo store without its codebook and signs");
     }
     if (a.rows.num_rows == 0) return;
-    OpScope prof(profile_, stream_, "PagedAttention", profile_.enabled() ? RowsClass(a.rows.num_rows) : "");
+    ProfileScope prof(profile_, stream_, "PagedAttention", profile_.enabled() ? RowsClass(a.rows.num_rows) : "");
     cuda::PagedAttention(a, scratch_, stream_);
   }
 
@@ -446,37 +418,17 @@ class CudaOps final : public Ops {
     std::copy(tokens.begin(), tokens.end(), host.begin() + 2 * n);
     int32_t* dev = static_cast<int32_t*>(scratch_.Get(Scratch::kRecode, host.size() * sizeof(int32_t)));
     backend_.CopyToDevice(dev, host.data(), host.size() * sizeof(int32_t));
-    OpScope prof(profile_, stream_, "KvRecodeBlocks");
+    ProfileScope prof(profile_, stream_, "KvRecodeBlocks");
     cuda::KvRecodeBlocks(from, to, block_size, dev, dev + n, dev + 2 * n, n, stream_);
   }
 
   void SampleRows(const SampleArgs& args) override;
 
  private:
-  // A row set AddNorm quantized into the kQuant scratch for the product
-  // after it: x's view and the weights' format, and the AddNorm's number.
-  struct QuantizedInput {
-    const void* data = nullptr;
-    int64_t rows = 0, cols = 0, stride = 0;
-    int group = 0, bits = 0;
-    uint64_t op = 0;
-  };
-
-  // Whether the op about to open its scope may take x as quantized for w:
-  // the op just before quantized this very view for w's format. Forgets
-  // the quantized input either way, so no later op takes it.
-  bool TakeQuantized(const TensorView& x, const WeightMatrix& w) {
-    const QuantizedInput q = std::exchange(quantized_, QuantizedInput{});
-    return q.data != nullptr && q.op == profile_.ops() && q.data == x.data && q.rows == x.rows &&
-           q.cols == x.cols && (x.rows <= 1 || q.stride == x.stride) && w.is_affine() && w.bits == q.bits &&
-           w.group_size == q.group;
-  }
-
   Backend& backend_;
   cudaStream_t stream_;
   ScratchBuffers scratch_;
   Profile profile_;
-  QuantizedInput quantized_;
 };
 
 // ------------------------------------------------------------ SampleRows
@@ -516,7 +468,7 @@ void CudaOps::SampleRows(const SampleArgs& a) {
   }
   if (rows == 0) return;
   G4_CHECK_MSG(a.params != nullptr && vocab > 0, "[cuda] SampleRows: no params or empty vocabulary");
-  OpScope prof(profile_, stream_, "SampleRows");
+  ProfileScope prof(profile_, stream_, "SampleRows");
 
   // The host's copy when the caller passes it; else read back, a wait for
   // every kernel before this one.

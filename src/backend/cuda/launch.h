@@ -29,16 +29,11 @@ class Scratch {
 
 // matmul.cu: y = x W^T (ops.h MatMul): affine weights in the integer scheme of
 // affine_int8.cuh, dense ones in the canonical order of matmul_core.cuh.
-// quantized: affine weights whose format x was quantized for into the
-// kQuant scratch by the kernel just before (AddNorm's quantize); the
-// product skips its own quantization.
-void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scratch& scratch, cudaStream_t stream,
-            bool quantized = false);
+void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scratch& scratch, cudaStream_t stream);
 // ops.h MatMuls: affine weights of one format share one quantization of x
-// (none when quantized, as for MatMul) and one launch; anything else is
-// MatMul per product.
+// and one launch; anything else is MatMul per product.
 void MatMuls(const TensorView& x, std::span<const WeightMatrix* const> ws, std::span<const TensorView> ys,
-             Scratch& scratch, cudaStream_t stream, bool quantized = false);
+             Scratch& scratch, cudaStream_t stream);
 // ops.h GatedMatMul: affine weights quantize gelu_tanh(g) * u as they
 // read it (g untouched); anything else is GeluMul into g, then MatMul.
 void GatedMatMul(const TensorView& g, const TensorView& u, const WeightMatrix& w, const TensorView& y,
@@ -52,15 +47,7 @@ void Embed(const WeightMatrix& table, const int32_t* ids, float scale, const Ten
 
 // norm.cu / rope.cu
 void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorView& y, cudaStream_t stream);
-// AddNorm; with quantize.group > 0 it may also quantize the row it hands
-// to the next MatMul (next_out when it has data, else x) for affine
-// weights of quantize.bits bits in groups of quantize.group into the
-// kQuant scratch, as MatMul would (its `quantized`): true when it
-// did (rows of 1024 to 6144 columns).
-struct AddNormQuantize {
-  int group = 0, bits = 0;
-};
-bool AddNorm(const AddNormArgs& args, const AddNormQuantize& quantize, Scratch& scratch, cudaStream_t stream);
+void AddNorm(const AddNormArgs& args, cudaStream_t stream);
 void Rope(const TensorView& x, int heads, int head_dim, const int32_t* positions, const float* inv_freq,
           cudaStream_t stream);
 // head_norm_rope.cu

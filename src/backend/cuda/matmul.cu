@@ -369,9 +369,9 @@ void MatMulDense(const DevWeight& w, const TensorView& x, const TensorView& y, c
 // column count, ys[i] = x ws[i]^T, or with u (gated) (gelu_tanh(x) * u)
 // ws[i]^T: x quantized once, then one launch: the one-row kernel for one
 // row, the tensor-core kernel from AffineMmaMinRows() rows, else the tiled
-// kernel. quantized: x is in the kQuant scratch already (launch.h MatMul).
+// kernel.
 void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, const TensorView* u,
-                  std::span<const TensorView> ys, Scratch& scratch, cudaStream_t stream, bool quantized) {
+                  std::span<const TensorView> ys, Scratch& scratch, cudaStream_t stream) {
   const WeightMatrix& w0 = *ws[0];
   const int64_t M = x.rows, K = w0.cols;
   const int64_t ldx = M > 1 ? x.stride : x.cols;
@@ -386,7 +386,7 @@ void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, 
     weights += ws[i]->rows * ws[i]->cols;
   }
   const QRows qr = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(M, K, w0.group_size)), M, K, w0.group_size);
-  if (!quantized) {
+  {
     SubProfile sp(stream, "matmul quantize rows");
     QuantizeRows(x.f32(), ldx, up, ldu, nullptr, 1, M, K, w0.group_size, w0.bits, qr, stream);
   }
@@ -411,8 +411,7 @@ void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, 
 
 }  // namespace
 
-void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scratch& scratch, cudaStream_t stream,
-            bool quantized) {
+void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scratch& scratch, cudaStream_t stream) {
   const DevWeight d = MakeDevWeight(w);
   switch (WeightFormat(w)) {
     case kWF32: return MatMulDense<kWF32>(d, x, y, stream);
@@ -421,24 +420,24 @@ void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scr
     default: {
       const WeightMatrix* one = &w;
       return MatMulAffine(std::span<const WeightMatrix* const>(&one, 1), x, nullptr,
-                          std::span<const TensorView>(&y, 1), scratch, stream, quantized);
+                          std::span<const TensorView>(&y, 1), scratch, stream);
     }
   }
 }
 
 void MatMuls(const TensorView& x, std::span<const WeightMatrix* const> ws, std::span<const TensorView> ys,
-             Scratch& scratch, cudaStream_t stream, bool quantized) {
+             Scratch& scratch, cudaStream_t stream) {
   const WeightMatrix& w0 = *ws[0];
   bool together = w0.is_affine() && ws.size() <= static_cast<size_t>(kMaxAffineOuts);
   for (const WeightMatrix* w : ws)
     together = together && w->is_affine() && w->bits == w0.bits && w->group_size == w0.group_size &&
                w->cols == w0.cols && w->rows > 0;
-  if (!together) {  // each product quantizes x itself (the first's quantization may be another format's)
+  if (!together) {
     for (size_t i = 0; i < ws.size(); ++i)
       if (ws[i]->rows > 0) MatMul(x, *ws[i], ys[i], scratch, stream);
     return;
   }
-  MatMulAffine(ws, x, nullptr, ys, scratch, stream, quantized);
+  MatMulAffine(ws, x, nullptr, ys, scratch, stream);
 }
 
 void GatedMatMul(const TensorView& g, const TensorView& u, const WeightMatrix& w, const TensorView& y,
@@ -449,7 +448,7 @@ void GatedMatMul(const TensorView& g, const TensorView& u, const WeightMatrix& w
   }
   const WeightMatrix* one = &w;
   MatMulAffine(std::span<const WeightMatrix* const>(&one, 1), g, &u, std::span<const TensorView>(&y, 1), scratch,
-               stream, false);
+               stream);
 }
 
 }  // namespace g4::cuda

@@ -10,12 +10,8 @@
 // the order depends only on the row length, and RmsNorm and AddNorm share
 // it (RowSumSquares, RowTotal), so AddNorm's bits are those of the separate
 // ops.
-// AddNorm may also quantize the row the next MatMul reads (AddNormArgs::
-// feeds) in the integer scheme of affine_int8.cuh, with QuantizeKernel's
-// pieces, so the MatMul skips its own quantization launch.
 #include <type_traits>
 
-#include "backend/cuda/affine_int8_core.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
 #include "backend/cuda/launch.h"
@@ -123,85 +119,15 @@ __device__ __forceinline__ float ChainSquares(const float (&v)[C], int t, int64_
   return ss;
 }
 
-// out[c] = v * inv (times the weight, when there is one) for thread t's
-// columns; v becomes those values.
+// out[c] = v * inv (times the weight, when there is one) for thread t's columns.
 template <int C>
-__device__ __forceinline__ void StoreNormed(float (&v)[C], float inv, const float* weight, const float (&w)[C],
+__device__ __forceinline__ void StoreNormed(const float (&v)[C], float inv, const float* weight, const float (&w)[C],
                                             float* out, int t, int64_t d) {
 #pragma unroll
   for (int i = 0; i < C; ++i) {
     if (!Has(t, i, d)) continue;
     const float u = v[i] * inv;
-    v[i] = weight ? u * w[i] : u;
-    out[t + i * kWideThreads] = v[i];
-  }
-}
-
-// Where a wide AddNorm quantizes the row it hands to the next MatMul:
-// row r of qr, groups of `group` (0: it does not), codes for `bits`.
-struct QuantOut {
-  QRows qr;
-  int group = 0, bits = 0;
-};
-
-// The row (thread t's columns t + 256 i in v) quantized into q's row r.
-// With d a multiple of the group (32, 64 or 128), warp w's lanes hold
-// columns 256 i + 32 w + lane: a whole group of 32, or the part of a group
-// that the group / 32 neighbouring warps share, combined through `red`
-// (2 * 8 * C words). All C groups of a thread go at once. A group's
-// maximum and code sum are exact in any order, so the bits are
-// QuantizeKernel's.
-template <int C>
-__device__ __forceinline__ void QuantizeInRegs(const float (&v)[C], int t, int64_t d, int64_t r, const QuantOut& q,
-                                               uint32_t* red) {
-  constexpr int W = kWideThreads / 32;
-  const int lane = t & 31, warp = t >> 5, wpg = q.group / 32, w0 = warp & ~(wpg - 1);
-  uint32_t amax[C];
-#pragma unroll
-  for (int i = 0; i < C; ++i) amax[i] = __reduce_max_sync(0xffffffffu, Has(t, i, d) ? AbsBits(v[i]) : 0u);
-  if (wpg > 1) {
-    if (lane == 0)
-#pragma unroll
-      for (int i = 0; i < C; ++i) red[i * W + warp] = amax[i];
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < C; ++i) {
-      uint32_t m = red[i * W + w0];
-      for (int k = 1; k < wpg; ++k) m = max(m, red[i * W + w0 + k]);
-      amax[i] = m;
-    }
-  }
-  int8_t* qrow = q.qr.q + r * q.qr.ldq;
-  float dv[C];
-  int sum[C];
-#pragma unroll
-  for (int i = 0; i < C; ++i) {
-    const GroupScale s = GroupScaleOf(amax[i]);
-    dv[i] = s.d;
-    const int qi = QuantizeValue(v[i], s.inv);
-    if (Has(t, i, d)) qrow[QPos(q.bits, t + i * kWideThreads)] = static_cast<int8_t>(qi);
-    sum[i] = __reduce_add_sync(0xffffffffu, Has(t, i, d) ? qi : 0);
-  }
-  if (wpg > 1) {
-    int* isum = reinterpret_cast<int*>(red + C * W);
-    if (lane == 0)
-#pragma unroll
-      for (int i = 0; i < C; ++i) isum[i * W + warp] = sum[i];
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < C; ++i) {
-      int total = isum[i * W + w0];
-      for (int k = 1; k < wpg; ++k) total += isum[i * W + w0 + k];
-      sum[i] = total;
-    }
-  }
-  if (lane != 0 || warp != w0) return;  // the group's first lane writes its d and xs
-#pragma unroll
-  for (int i = 0; i < C; ++i) {
-    if (!Has(t, i, d)) continue;
-    const int64_t g = (t + static_cast<int64_t>(i) * kWideThreads) / q.group;
-    q.qr.d[r * q.qr.ldg + g] = dv[i];
-    q.qr.xs[r * q.qr.ldg + g] = GroupXs(sum[i], dv[i]);
+    out[t + i * kWideThreads] = weight ? u * w[i] : u;
   }
 }
 
@@ -228,9 +154,8 @@ template <int C>
 __global__ __launch_bounds__(kWideThreads) void AddNormWideKernel(
     float* __restrict__ x, int64_t ldx, const float* __restrict__ o, int64_t ldo, int64_t d,
     const float* __restrict__ post_weight, float scale, bool scaled, float* __restrict__ next, int64_t ldn,
-    const float* __restrict__ next_weight, float eps, QuantOut quant) {
+    const float* __restrict__ next_weight, float eps) {
   __shared__ float partial_o[kWideThreads / 32], partial_x[kWideThreads / 32];
-  __shared__ uint32_t quant_red[2 * (kWideThreads / 32) * C];
   const int t = threadIdx.x;
   const int64_t r = blockIdx.x;
   float pw[C], nw[C], ov[C], xv[C];
@@ -262,11 +187,9 @@ __global__ __launch_bounds__(kWideThreads) void AddNormWideKernel(
     xrow[t + i * kWideThreads] = xn;
     ss = __fmaf_rn(xn, xn, ss);
   }
-  if (next != nullptr) {
-    const float inv = InvRms(RowTotal<kWideThreads>(ss, partial_x), d, eps);
-    StoreNormed<C>(xv, inv, next_weight, nw, next + r * ldn, t, d);
-  }
-  if (quant.group > 0) QuantizeInRegs<C>(xv, t, d, r, quant, quant_red);  // next's values, or x's
+  if (next == nullptr) return;
+  const float inv = InvRms(RowTotal<kWideThreads>(ss, partial_x), d, eps);
+  StoreNormed<C>(xv, inv, next_weight, nw, next + r * ldn, t, d);
 }
 
 // Calls launch(std::integral_constant<int, C>) with the register kernels'
@@ -302,25 +225,15 @@ void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorVi
   G4_CUDA_LAUNCHED();
 }
 
-bool AddNorm(const AddNormArgs& a, const AddNormQuantize& quantize, Scratch& scratch, cudaStream_t stream) {
+void AddNorm(const AddNormArgs& a, cudaStream_t stream) {
   const int64_t rows = a.x.rows, d = a.x.cols;
   float* next = a.next_out.data ? a.next_out.f32() : nullptr;
   const int64_t ldn = a.next_out.data ? Ld(a.next_out) : 0;
   const bool scaled = a.scale != 1.0f;
-  QuantOut quant;
-  const bool quantizes = quantize.group > 0 && d >= kWideRow && (d + kWideThreads - 1) / kWideThreads <= 24;
-  if (quantizes) {
-    G4_CHECK_MSG((quantize.group == 32 || quantize.group == 64 || quantize.group == 128) && d % quantize.group == 0,
-                 "[cuda] AddNorm: quantization groups");
-    // MatMul's own view of the same scratch (matmul.cu: QRowsIn of kQuant for rows x d).
-    quant.qr = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(rows, d, quantize.group)), rows, d, quantize.group);
-    quant.group = quantize.group;
-    quant.bits = quantize.bits;
-  }
   const auto wide = [&](auto c) {
-    LaunchDependent(AddNormWideKernel<decltype(c)::value>, dim3(static_cast<unsigned>(rows)), dim3(kWideThreads),
-                    0, stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), d, a.post_weight, a.scale, scaled, next,
-                    ldn, a.next_weight, a.eps, quant);
+    LaunchDependent(AddNormWideKernel<decltype(c)::value>, dim3(static_cast<unsigned>(rows)), dim3(kWideThreads), 0,
+                    stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), d, a.post_weight, a.scale, scaled, next, ldn,
+                    a.next_weight, a.eps);
   };
   if (d < kWideRow) {
     const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
@@ -333,7 +246,6 @@ bool AddNorm(const AddNormArgs& a, const AddNormQuantize& quantize, Scratch& scr
                     next, ldn, a.next_weight, a.eps);
   }
   G4_CUDA_LAUNCHED();
-  return quantizes;
 }
 
 }  // namespace g4::cuda
