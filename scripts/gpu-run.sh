@@ -96,6 +96,10 @@ run_tests() {
   # too (the tensor-core ones take them by default: kMmaByDefault).
   rerun "test_backend G4_CUDA_ATTN_MMA=0" test_backend_mma.log G4_CUDA_ATTN_MMA=0 -- \
     "$bin/test_backend" --gtest_filter="*PagedAttention*/cuda"
+  # And the tensor-core kernel with its wait at the start and the merge
+  # launched after it (the measuring switches' other side).
+  rerun "test_backend ATTN_LATE_WAIT=0 ATTN_ALLOW=0" test_backend_wait.log G4_CUDA_ATTN_LATE_WAIT=0 \
+    G4_CUDA_ATTN_ALLOW=0 -- "$bin/test_backend" --gtest_filter="*PagedAttention*/cuda"
   # The MatMul tests on the tensor-core one-row kernel (opt-in, slower so
   # far: kRowMmaByDefault), then the model tests with it.
   rerun "test_backend G4_CUDA_ROW_MMA=1" test_backend_rowmma.log G4_CUDA_ROW_MMA=1 -- \
