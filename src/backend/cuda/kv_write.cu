@@ -1,11 +1,12 @@
 // Ops::KvWrite and Ops::KvRecodeBlocks on the GPU: one block per record
-// (plain stores: KvWritePlainKernel, below). The block stages the token's K and V rows (all KV heads) in shared
-// memory, applies the value rotation for turbo stores (sign flip, a
-// Walsh-Hadamard transform one butterfly stage at a time, the 1/sqrt(d)
-// scale: the reference's operations, each butterfly the same two
-// roundings), then each thread encodes whole groups with the reference's
-// loop (kv_codec.cuh). Records come out byte-identical to
-// EncodeKvRecords'; nothing outside the written slots is touched.
+// (plain stores: KvWritePlainKernel, below). The block stages the token's
+// K and V rows (all KV heads) in shared memory, applies the value rotation
+// for turbo stores (sign flip, a Walsh-Hadamard transform one butterfly
+// stage at a time, the 1/sqrt(d) scale: the reference's operations, each
+// butterfly the same two roundings), then each thread encodes whole groups
+// with the reference's loop (kv_codec.cuh). Records come out
+// byte-identical to EncodeKvRecords'; nothing outside the written slots is
+// touched.
 #include <mutex>
 
 #include "backend/cuda/cuda_check.h"
