@@ -169,8 +169,8 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
     constexpr int kLines = D * 2 / 128;  // 128-byte lines per head slice
     for (int i = threadIdx.x; i < (u1 - u0) * kLines; i += kMmaThreads) {
       const uint8_t* r = krec[i / kLines] + slice + (i % kLines) * 128;
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(r + st.f.k_codes));
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(r + st.f.v_codes));
+      PrefetchL2(r + st.f.k_codes);
+      PrefetchL2(r + st.f.v_codes);
     }
     WaitForPredecessor();
     if (allow_early) AllowDependents();

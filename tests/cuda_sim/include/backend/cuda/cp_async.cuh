@@ -25,6 +25,7 @@ inline void SimCpAsync(void* dst, const void* src, size_t n) {
 inline void CpAsync16(void* dst, const void* src) { SimCpAsync(dst, src, 16); }
 inline void CpAsync4(void* dst, const void* src) { SimCpAsync(dst, src, 4); }
 inline void CpAsyncCommit() { simt::Me().groups.push_back(simt::Me().copies.size()); }
+inline void PrefetchL2(const void*) {}  // a hint; the emulator has no caches
 template <int N>
 void CpAsyncWait() {
   simt::Fiber& f = simt::Me();
