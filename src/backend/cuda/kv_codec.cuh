@@ -92,6 +92,12 @@ __device__ __forceinline__ float TurboValueCentroid(const DevKvFormat& f, const 
   return centroids[Unpack(rec + f.v_codes, e, f.value_bits)];
 }
 
+// A plain 2-byte store's code for x (bf16 or f16, as the store says):
+// what KvWrite writes and DecodeKey / DecodeValue read back.
+__device__ __forceinline__ uint16_t PlainCode(const DevKvFormat& f, float x) {
+  return f.plain_bf16 ? F32ToBf16(x) : F32ToF16(x);
+}
+
 // Element e (0 .. width) of a record's K, or of its V (turbo: left in the
 // rotated domain; `centroids` the store's value codebook).
 __device__ __forceinline__ float DecodeKey(const DevKvFormat& f, const uint8_t* rec, int64_t e) {

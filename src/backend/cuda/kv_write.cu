@@ -195,8 +195,8 @@ __device__ __forceinline__ void StorePlain4(const DevKvFormat& f, uint8_t* dst, 
     *reinterpret_cast<float4*>(dst) = x;
     return;
   }
-  const auto cvt = [&](float a) -> uint32_t { return f.plain_bf16 ? F32ToBf16(a) : F32ToF16(a); };
-  *reinterpret_cast<uint2*>(dst) = make_uint2(cvt(x.x) | cvt(x.y) << 16, cvt(x.z) | cvt(x.w) << 16);
+  const auto code = [&](float a) -> uint32_t { return PlainCode(f, a); };
+  *reinterpret_cast<uint2*>(dst) = make_uint2(code(x.x) | code(x.y) << 16, code(x.z) | code(x.w) << 16);
 }
 
 __global__ __launch_bounds__(kPlainThreads) void KvWritePlainKernel(KvDest dst, const float* __restrict__ k,

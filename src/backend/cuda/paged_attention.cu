@@ -23,6 +23,7 @@
 // split kernel then skips those rows; the merge is common.
 #include <algorithm>
 
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_info.h"
 #include "backend/cuda/kv_codec.cuh"
@@ -83,7 +84,7 @@ __global__ __launch_bounds__(kWarps * 32, GP == 1 ? 1 : 2) void SplitKernel(Attn
                               : nullptr;
   if (st.vec && my_rec != nullptr) {  // the key's value slice into L2 now: phase 3 reads it after the softmax
     const uint8_t* v = my_rec + st.f.v_codes + static_cast<int64_t>(kh) * d * st.f.plain_bytes;
-    for (int off = 0; off < d * st.f.plain_bytes; off += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(v + off));
+    for (int off = 0; off < d * st.f.plain_bytes; off += 128) PrefetchL2(v + off);
   }
   // Up to here the kernel read only the step's uploaded arrays (rows, block
   // tables); q and the records are written by this step's kernels.

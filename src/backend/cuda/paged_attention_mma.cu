@@ -356,6 +356,15 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
   }
 }
 
+// The kernel's measuring switches (see its start), read once per process.
+struct WaitSwitches {
+  bool early_wait, allow_early;
+};
+const WaitSwitches& Waits() {
+  static const WaitSwitches w{!EnvSwitchOn("G4_CUDA_ATTN_LATE_WAIT"), EnvSwitchOn("G4_CUDA_ATTN_ALLOW")};
+  return w;
+}
+
 template <int D, int EG, bool SHARE>
 void Launch(const AttnParams& a, int64_t rows, cudaStream_t stream) {
   using S = MmaShape<D, EG, SHARE>;
@@ -379,10 +388,8 @@ void Launch(const AttnParams& a, int64_t rows, cudaStream_t stream) {
   (void)raised;
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads * head_groups),
                   static_cast<unsigned>(tiles));
-  static const bool early_wait = !EnvSwitchOn("G4_CUDA_ATTN_LATE_WAIT");
-  static const bool allow_early = EnvSwitchOn("G4_CUDA_ATTN_ALLOW");
   LaunchDependent(MmaKernel<D, EG, SHARE>, grid, dim3(kMmaThreads), S::kBytes, stream, a, tile_rows, heads_per_group,
-                  head_groups, rows, early_wait, allow_early);
+                  head_groups, rows, Waits().early_wait, Waits().allow_early);
 }
 
 template <int EG>

@@ -214,18 +214,18 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
       const uint8_t* kc = copy_rec + st.f.k_codes + static_cast<int64_t>(kh) * hb.key_codes;
       const uint8_t* vc = copy_rec + st.f.v_codes + static_cast<int64_t>(kh) * hb.value_codes;
       for (int off = sub * kLine; off < hb.key_codes; off += kCopyThreadsPerKey * kLine)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + off));
+        PrefetchL2(kc + off);
       for (int off = sub * kLine; off < hb.value_codes; off += kCopyThreadsPerKey * kLine)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(vc + off));
+        PrefetchL2(vc + off);
       const int64_t plane = static_cast<int64_t>(kh) * hb.plane;
       const int64_t plane_off = sub == 0 ? st.f.k_scales : sub == 1 ? st.f.k_biases : st.f.v_scales;
-      if (sub < 3) asm volatile("prefetch.global.L2 [%0];" ::"l"(copy_rec + plane_off + plane));
+      if (sub < 3) PrefetchL2(copy_rec + plane_off + plane);
     } else {
       const uint8_t* k_src = copy_rec + st.f.k_codes + slice_off;
       const uint8_t* v_src = copy_rec + st.f.v_codes + slice_off;
       for (int off = sub * kLine; off < S::kSliceBytes; off += kCopyThreadsPerKey * kLine) {
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(k_src + off));
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(v_src + off));
+        PrefetchL2(k_src + off);
+        PrefetchL2(v_src + off);
       }
     }
   }
