@@ -12,6 +12,8 @@
 #include <mutex>
 #include <sstream>
 
+#include <gtest/gtest.h>
+
 namespace g4::testing {
 
 // Both default to the build tree; the environment may point elsewhere (test
@@ -24,6 +26,23 @@ std::string TestDataPath(const std::string& relative) {
 std::string BinaryDir() {
   const char* env = std::getenv("G4_BINARY_DIR");
   return env && *env ? env : G4_BINARY_DIR;
+}
+
+std::string DemoModelDir() {
+  const char* repo = std::getenv("G4_REPO_DIR");
+  return std::string(repo && *repo ? repo : G4_SOURCE_DIR) + "/models/demo";
+}
+
+void WriteFileBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::string> needles) {
+  ASSERT_FALSE(s.ok()) << "expected failure containing " << (needles.size() ? *needles.begin() : "");
+  EXPECT_EQ(s.code(), code) << s.ToString();
+  for (const std::string& n : needles) EXPECT_NE(s.message().find(n), std::string::npos) << s.ToString();
 }
 
 namespace {
@@ -95,6 +114,14 @@ std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo, float hi) {
   std::vector<float> v(n);
   for (auto& x : v) x = d(rng);
   return v;
+}
+
+std::vector<float> GaussianFloats(size_t n, uint32_t seed, float sigma, float mean) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(mean, sigma);
+  std::vector<float> x(n);
+  for (float& v : x) v = d(rng);
+  return x;
 }
 
 std::string Mismatch::ToString() const {

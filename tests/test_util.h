@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "core/status.h"
 
 namespace g4::testing {
 
@@ -19,9 +22,20 @@ std::string MakeTempDir();
 // Directory holding the built binaries (build/g4 lives here; $G4_BINARY_DIR
 // overrides it).
 std::string BinaryDir();
+// The repository's bundled demo model, models/demo ($G4_REPO_DIR names the
+// checkout when the test binaries run elsewhere: scripts/gpu-run.sh).
+std::string DemoModelDir();
+
+// Writes `bytes` to `path` (created or truncated); a failed write fails the
+// test.
+void WriteFileBytes(const std::string& path, const std::string& bytes);
+// `s` is an error of `code` whose message holds every needle.
+void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::string> needles);
 
 // Uniform floats in [lo, hi) from a seeded generator.
 std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
+// Normal floats (mean, sigma) from a seeded generator.
+std::vector<float> GaussianFloats(size_t n, uint32_t seed, float sigma = 1.0f, float mean = 0.0f);
 
 // Runs `<build>/g4 ARGS` and captures its output and exit status.
 struct G4Run {
@@ -31,6 +45,10 @@ struct G4Run {
   std::string all;  // stdout then stderr
 };
 G4Run RunG4(const std::string& args);
+// What a run wrote to stderr.
+inline std::string StderrOf(const G4Run& r) { return r.all.substr(r.out.size()); }
+// The built g4 binary.
+inline std::string G4Binary() { return BinaryDir() + "/g4"; }
 
 struct Mismatch {
   bool ok = true;

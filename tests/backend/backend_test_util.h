@@ -30,6 +30,11 @@
 
 namespace g4::testing {
 
+// gelu with the tanh approximation, in double: the references' activation.
+inline double GeluTanhRef(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
 constexpr double kEps = std::numeric_limits<float>::epsilon();
 
 // Stores v as dtype t (F32, BF16 or F16) at element i of bytes; returns the

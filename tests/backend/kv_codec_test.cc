@@ -14,17 +14,10 @@
 #include "backend/kv_turbo_codec.h"
 #include "backend/lloyd_max.h"
 #include "core/float16.h"
+#include "test_util.h"
 
 namespace g4 {
 namespace {
-
-std::vector<float> Gaussian(size_t n, uint32_t seed, float sigma = 1.0f, float mean = 0.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(mean, sigma);
-  std::vector<float> x(n);
-  for (float& v : x) v = d(rng);
-  return x;
-}
 
 TEST(BitPacking, RoundTripsAndIsLsbFirstAtEveryWidth) {
   std::mt19937 rng(7);
@@ -61,7 +54,7 @@ TEST(AffineCodec, ErrorWithinHalfAStepForEveryElement) {
     for (int group : {32, 64, 128}) {
       for (float mean : {0.0f, 3.0f, -20.0f}) {
         const AffineRowFormat f{bits, group, 512};
-        const std::vector<float> x = Gaussian(f.width, ++seed, 2.0f, mean);
+        const std::vector<float> x = testing::GaussianFloats(f.width, ++seed, 2.0f, mean);
         std::vector<uint8_t> codes(f.code_bytes());
         std::vector<uint16_t> scales(f.groups()), biases(f.groups());
         AffineQuantizeRow(x.data(), f, codes.data(), scales.data(), biases.data());
@@ -108,7 +101,7 @@ TEST(TurboKeys, ErrorWithinHalfAStep) {
     for (float mean : {0.0f, 1.5f}) {
       const TurboRowFormat f{bits, 3, 128, 2};
       ASSERT_TRUE(ValidateTurboFormat(f).ok());
-      const std::vector<float> x = Gaussian(f.width(), ++seed, 1.0f, mean);
+      const std::vector<float> x = testing::GaussianFloats(f.width(), ++seed, 1.0f, mean);
       std::vector<uint8_t> idx(f.key_index_bytes());
       std::vector<uint16_t> scales(f.groups()), zeros(f.groups());
       TurboEncodeKeysRow(x.data(), f, idx.data(), scales.data(), zeros.data());
@@ -158,7 +151,7 @@ TEST(TurboRotation, IsExactlyOrthogonalAndInvertible) {
         worst = std::max(worst, std::fabs(dot - (a == b ? 1.0 : 0.0)));
       }
     EXPECT_LT(worst, 1e-6) << "R R^T != I for d=" << d;
-    const std::vector<float> x = Gaussian(d, 900 + d);
+    const std::vector<float> x = testing::GaussianFloats(d, 900 + d);
     std::vector<float> y = x;
     kvfmt::RotateForward(y.data(), d, signs);
     double norm_x = 0, norm_y = 0;
@@ -182,7 +175,7 @@ TEST(TurboValues, DistortionWithinFifteenPercentOfLloydMax) {
     double err = 0, var = 0;
     uint32_t seed = 1000 + c.bits;
     for (int row = 0; row < 400; ++row) {
-      const std::vector<float> x = Gaussian(f.width(), ++seed);
+      const std::vector<float> x = testing::GaussianFloats(f.width(), ++seed);
       std::vector<uint8_t> packed(f.value_index_bytes());
       std::vector<uint16_t> scales(f.groups());
       TurboEncodeValuesRow(x.data(), f, packed.data(), scales.data());
@@ -204,11 +197,11 @@ TEST(TurboValues, DistortionWithinFifteenPercentOfLloydMax) {
 TEST(TurboValues, RotatedDomainDecodeCommutesWithWeightedSums) {
   const TurboRowFormat f{8, 3, 64, 2};
   const int rows = 9;
-  std::vector<float> weights = Gaussian(rows, 5);
+  std::vector<float> weights = testing::GaussianFloats(rows, 5);
   std::vector<double> eager(f.width(), 0.0);
   std::vector<float> deferred(f.width(), 0.0f);
   for (int r = 0; r < rows; ++r) {
-    const std::vector<float> x = Gaussian(f.width(), 50 + r);
+    const std::vector<float> x = testing::GaussianFloats(f.width(), 50 + r);
     std::vector<uint8_t> packed(f.value_index_bytes());
     std::vector<uint16_t> scales(f.groups());
     TurboEncodeValuesRow(x.data(), f, packed.data(), scales.data());

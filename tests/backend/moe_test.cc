@@ -134,8 +134,6 @@ ExpertSet MakeExperts(Backend& backend, int experts, int64_t hidden, int64_t wid
   return s;
 }
 
-double Gelu(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
-
 // out[t] = sum_j w[t, j] down_e(gelu(gate_e x) * up_e x) in double, and a
 // bound on the float pipeline's error: each product's accumulation bound
 // (as in matmul_test), the GELU product's evaluation error, and how the
@@ -165,9 +163,9 @@ void Reference(const ExpertSet& s, const std::vector<float>& x, const std::vecto
                                                                           hidden, g.w.group_size);
         const double u_err = mm_in * ua + testing::QuantizedInputBound(xd.data(), nullptr, u.magnitude.data() + i * hidden,
                                                                         hidden, u.w.group_size);
-        act[i] = Gelu(gv) * uv;
+        act[i] = testing::GeluTanhRef(gv) * uv;
         // |gelu'| <= 1.13; GeluMul's own evaluation error as in elementwise_test.
-        act_err[i] = 1.13 * g_err * (std::fabs(uv) + u_err) + (std::fabs(Gelu(gv)) + 1.13 * g_err) * u_err +
+        act_err[i] = 1.13 * g_err * (std::fabs(uv) + u_err) + (std::fabs(testing::GeluTanhRef(gv)) + 1.13 * g_err) * u_err +
                      8 * kEps * std::fabs(act[i]) + kEps * std::fabs(gv * uv) + kEps * g_err * std::fabs(uv);
       }
       const double wj = w[t * k + j];

@@ -16,18 +16,13 @@
 namespace g4 {
 namespace {
 
-namespace fs = std::filesystem;
 using testing::RunG4;
 
-std::string DemoDir() { return (fs::path(__FILE__).parent_path() / "../../models/demo").lexically_normal().string(); }
 std::string Tiny() { return testing::TestDataPath("models/tiny-e"); }
-
-// stderr only (RunG4 gives stdout then stderr).
-std::string Err(const testing::G4Run& r) { return r.all.substr(r.out.size()); }
 
 TEST(CliGrammar, UsageErrorsExit2WithOneCommandLine) {
   const std::string tmp = testing::MakeTempDir();
-  const std::string demo = DemoDir();
+  const std::string demo = testing::DemoModelDir();
   struct Case {
     std::string cmd, args;
   };
@@ -64,7 +59,7 @@ TEST(CliGrammar, UsageErrorsExit2WithOneCommandLine) {
   for (const Case& c : cases) {
     const auto r = RunG4(c.cmd + " " + c.args + " </dev/null");
     EXPECT_EQ(r.exit_code, 2) << c.cmd << " " << c.args << "\n" << r.all;
-    const std::string err = Err(r);
+    const std::string err = testing::StderrOf(r);
     EXPECT_EQ(err.rfind("g4 " + c.cmd + ": ", 0), 0u) << c.cmd << " " << c.args << "\n" << err;
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << c.cmd << " " << c.args << "\n" << err;
     EXPECT_EQ(r.out, "") << c.cmd << " " << c.args;
@@ -76,12 +71,12 @@ TEST(CliGrammar, LlamaCppFlagsGetAHintInsteadOfBeingMisread) {
     std::string args, hint;
   };
   const std::vector<Case> cases = {
-      {"generate " + DemoDir() + " hi -ngl 99", "use --backend"},
-      {"generate " + DemoDir() + " hi --n-gpu-layers=99", "use --backend"},
-      {"chat " + DemoDir() + " -fa", "fused"},
-      {"bench " + DemoDir() + " -ub 256", "--chunk"},
-      {"generate " + DemoDir() + " hi -ctk q8_0", "--kv"},
-      {"generate " + DemoDir() + " hi --hf-repo google/gemma-4-E2B-it", "-m"},
+      {"generate " + testing::DemoModelDir() + " hi -ngl 99", "use --backend"},
+      {"generate " + testing::DemoModelDir() + " hi --n-gpu-layers=99", "use --backend"},
+      {"chat " + testing::DemoModelDir() + " -fa", "fused"},
+      {"bench " + testing::DemoModelDir() + " -ub 256", "--chunk"},
+      {"generate " + testing::DemoModelDir() + " hi -ctk q8_0", "--kv"},
+      {"generate " + testing::DemoModelDir() + " hi --hf-repo google/gemma-4-E2B-it", "-m"},
   };
   for (const Case& c : cases) {
     const auto r = RunG4(c.args);
@@ -90,28 +85,28 @@ TEST(CliGrammar, LlamaCppFlagsGetAHintInsteadOfBeingMisread) {
     EXPECT_NE(r.all.find(c.hint), std::string::npos) << r.all;
   }
   // A g4 flag that shares a llama.cpp spelling is g4's: -c is the context.
-  const auto ok = RunG4("generate " + DemoDir() + " hi -c 64 -n 2 -q");
+  const auto ok = RunG4("generate " + testing::DemoModelDir() + " hi -c 64 -n 2 -q");
   EXPECT_EQ(ok.exit_code, 0) << ok.all;
 }
 
 TEST(CliGrammar, ModelFlagAndFirstArgumentAreTheSameAndStopTakesOneValue) {
   const std::string common = " --temp 0 -n 12 -q";
-  const auto positional = RunG4("generate " + DemoDir() + " 'What is a Python dictionary?'" + common);
+  const auto positional = RunG4("generate " + testing::DemoModelDir() + " 'What is a Python dictionary?'" + common);
   ASSERT_EQ(positional.exit_code, 0) << positional.all;
   ASSERT_GT(positional.out.size(), 1u);
   for (const std::string& args :
-       {"generate -m " + DemoDir() + " 'What is a Python dictionary?'" + common,
-        "generate 'What is a Python dictionary?' --model " + DemoDir() + common,
-        "generate -m " + DemoDir() + " -p 'What is a Python dictionary?'" + common,
+       {"generate -m " + testing::DemoModelDir() + " 'What is a Python dictionary?'" + common,
+        "generate 'What is a Python dictionary?' --model " + testing::DemoModelDir() + common,
+        "generate -m " + testing::DemoModelDir() + " -p 'What is a Python dictionary?'" + common,
         // --stop takes exactly one value: the prompt after it stays the prompt.
-        "generate -m " + DemoDir() + " --stop QQQ --stop ZZZ 'What is a Python dictionary?'" + common}) {
+        "generate -m " + testing::DemoModelDir() + " --stop QQQ --stop ZZZ 'What is a Python dictionary?'" + common}) {
     const auto r = RunG4(args);
     ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.all;
     EXPECT_EQ(r.out, positional.out) << args;
   }
   // A stop string that occurs ends the text before it.
   const std::string word = positional.out.substr(positional.out.size() / 2, 3);
-  const auto stopped = RunG4("generate " + DemoDir() + " 'What is a Python dictionary?' --stop '" + word + "'" + common);
+  const auto stopped = RunG4("generate " + testing::DemoModelDir() + " 'What is a Python dictionary?' --stop '" + word + "'" + common);
   ASSERT_EQ(stopped.exit_code, 0) << stopped.all;
   EXPECT_EQ(stopped.out.find(word), std::string::npos) << stopped.out;
   EXPECT_EQ(positional.out.rfind(stopped.out.substr(0, stopped.out.size() - 1), 0), 0u);
@@ -124,7 +119,7 @@ TEST(CliGrammar, ThreadsFlagSetsTheThreadCount) {
   for (const char* bind : {"", "close"}) {
     ::setenv("OMP_PROC_BIND", bind, 1);
     for (int t : {1, 3}) {
-      const auto r = RunG4("bench -m " + DemoDir() + " --backend cpu --prompt 4 --gen 2 --memcpy-mib 0 --json -t " +
+      const auto r = RunG4("bench -m " + testing::DemoModelDir() + " --backend cpu --prompt 4 --gen 2 --memcpy-mib 0 --json -t " +
                            std::to_string(t));
       ASSERT_EQ(r.exit_code, 0) << r.all;
       const auto j = nlohmann::json::parse(r.out);
@@ -168,13 +163,13 @@ TEST(CliGrammar, HelpShowsDefaultsForEveryCommand) {
 }
 
 TEST(CliGrammar, RandomSeedIsShownWithVerboseAndReproducesTheText) {
-  const std::string args = "generate " + DemoDir() + " 'Name a sorting algorithm.' --temp 1 -n 24";
+  const std::string args = "generate " + testing::DemoModelDir() + " 'Name a sorting algorithm.' --temp 1 -n 24";
   std::vector<std::string> seeds;
   for (const char* seed : {"", " --seed -1"}) {
     const auto r = RunG4(args + std::string(seed) + " -v");
     ASSERT_EQ(r.exit_code, 0) << r.all;
     std::smatch m;
-    const std::string err = Err(r);
+    const std::string err = testing::StderrOf(r);
     ASSERT_TRUE(std::regex_search(err, m, std::regex("seed ([0-9]+)"))) << err;
     seeds.push_back(m[1]);
     EXPECT_NE(err.find("model directory"), std::string::npos) << err;
@@ -190,28 +185,28 @@ TEST(CliGrammar, RandomSeedIsShownWithVerboseAndReproducesTheText) {
 TEST(CliGrammar, QuietLeavesStderrEmpty) {
   const std::string tmp = testing::MakeTempDir();
   for (const std::string& args :
-       {"generate " + DemoDir() + " hi -n 4 -q", "synth --preset tiny --quant q4 -o " + tmp + "/s -q",
-        "quantize " + Tiny() + " " + tmp + "/q -q", "tokenize " + DemoDir() + " hello -q",
-        "perplexity " + DemoDir() + " -f " + DemoDir() + "/README.md -c 32 --chunks 1 -q"}) {
+       {"generate " + testing::DemoModelDir() + " hi -n 4 -q", "synth --preset tiny --quant q4 -o " + tmp + "/s -q",
+        "quantize " + Tiny() + " " + tmp + "/q -q", "tokenize " + testing::DemoModelDir() + " hello -q",
+        "perplexity " + testing::DemoModelDir() + " -f " + testing::DemoModelDir() + "/README.md -c 32 --chunks 1 -q"}) {
     const auto r = RunG4(args);
     ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.all;
-    EXPECT_EQ(Err(r), "") << args;
+    EXPECT_EQ(testing::StderrOf(r), "") << args;
   }
 }
 
 TEST(CliGrammar, EveryReportingCommandSpeaksJson) {
   const std::string tmp = testing::MakeTempDir();
   const std::vector<std::string> commands = {
-      "generate " + DemoDir() + " hi -n 4 --json",
-      "bench " + DemoDir() + " --prompt 4 --gen 2 --memcpy-mib 0 --json",
+      "generate " + testing::DemoModelDir() + " hi -n 4 --json",
+      "bench " + testing::DemoModelDir() + " --prompt 4 --gen 2 --memcpy-mib 0 --json",
       "kv-eval --preset e2b --json",
       "kv-eval " + Tiny() + " --tokens 4 --kv plain --kv affine:8 --json",
-      "perplexity " + DemoDir() + " -f " + DemoDir() + "/README.md -c 32 --chunks 1 --json",
+      "perplexity " + testing::DemoModelDir() + " -f " + testing::DemoModelDir() + "/README.md -c 32 --chunks 1 --json",
       "quantize " + Tiny() + " " + tmp + "/q --json",
       "synth --preset tiny --quant q4 -o " + tmp + "/s --json",
-      "tokenize " + DemoDir() + " hello --json",
-      "detokenize " + DemoDir() + " 5,6 --json",
-      "models " + DemoDir() + " --json",
+      "tokenize " + testing::DemoModelDir() + " hello --json",
+      "detokenize " + testing::DemoModelDir() + " 5,6 --json",
+      "models " + testing::DemoModelDir() + " --json",
   };
   for (const std::string& c : commands) {
     const auto r = RunG4(c);

@@ -18,17 +18,7 @@
 namespace g4 {
 namespace {
 
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-  ASSERT_TRUE(out.good()) << path;
-}
-
-void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::string> needles) {
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.code(), code) << s.ToString();
-  for (const std::string& n : needles) EXPECT_NE(s.message().find(n), std::string::npos) << s.ToString();
-}
+using testing::ExpectError;
 
 // Fails the test by SIGALRM if the body blocks for more than 10 s.
 class NoHang {
@@ -39,7 +29,7 @@ class NoHang {
 
 TEST(ReadPolicy, ReadsARegularFile) {
   const std::string path = testing::MakeTempDir() + "/a.json";
-  WriteFile(path, "{\"a\": 1}");
+  testing::WriteFileBytes(path, "{\"a\": 1}");
   auto text = ReadFileToString(path, 100, "kTestLimit");
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   EXPECT_EQ(*text, "{\"a\": 1}");
@@ -95,7 +85,7 @@ TEST(ReadPolicy, SymlinkLoopsAreCleanErrors) {
 
 TEST(ReadPolicy, SizeCapIsCheckedBeforeReading) {
   const std::string path = testing::MakeTempDir() + "/big.json";
-  WriteFile(path, std::string(101, ' '));
+  testing::WriteFileBytes(path, std::string(101, ' '));
   ExpectError(ReadFileToString(path, 100, "kTestLimit").status(), StatusCode::kOutOfRange,
               {path, "101 bytes", "100-byte limit", "kTestLimit"});
   auto exact = ReadFileToString(path, 101, "kTestLimit");
@@ -114,7 +104,7 @@ TEST(ReadPolicy, SizeCapHoldsWhenStSizeLies) {
 
 TEST(ReadPolicy, StatPathAndRequireDirectory) {
   const std::string dir = testing::MakeTempDir();
-  WriteFile(dir + "/f", "x");
+  testing::WriteFileBytes(dir + "/f", "x");
   ASSERT_TRUE(StatPath(dir).ok());
   EXPECT_EQ(*StatPath(dir), PathType::kDirectory);
   EXPECT_EQ(*StatPath(dir + "/f"), PathType::kRegular);

@@ -28,17 +28,7 @@ std::string ReadAll(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-  ASSERT_TRUE(out.good()) << path;
-}
-
-void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::string> needles) {
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.code(), code) << s.ToString();
-  for (const std::string& n : needles) EXPECT_NE(s.message().find(n), std::string::npos) << s.ToString();
-}
+using testing::ExpectError;
 
 // Only the named entries remain in `dir` (no temporary files left behind).
 void ExpectOnlyEntries(const std::string& dir, std::set<std::string> names) {
@@ -56,7 +46,7 @@ TEST(WritePolicy, CreatesANewFile) {
 
 TEST(WritePolicy, ReplacesARegularFile) {
   const std::string dir = testing::MakeTempDir();
-  WriteFile(dir + "/out.bin", "old contents");
+  testing::WriteFileBytes(dir + "/out.bin", "old contents");
   ASSERT_TRUE(WriteFileAtomic(dir + "/out.bin", "new", 3).ok());
   EXPECT_EQ(ReadAll(dir + "/out.bin"), "new");
   ExpectOnlyEntries(dir, {"out.bin"});
@@ -64,7 +54,7 @@ TEST(WritePolicy, ReplacesARegularFile) {
 
 TEST(WritePolicy, RefusesASymlinkAndLeavesItsTargetAlone) {
   const std::string dir = testing::MakeTempDir();
-  WriteFile(dir + "/precious", "keep me");
+  testing::WriteFileBytes(dir + "/precious", "keep me");
   ASSERT_EQ(::symlink((dir + "/precious").c_str(), (dir + "/out.bin").c_str()), 0);
   ExpectError(WriteFileAtomic(dir + "/out.bin", "x", 1), StatusCode::kInvalidArgument,
               {dir + "/out.bin is a symbolic link", "only regular files"});
@@ -140,7 +130,7 @@ TEST(WritePolicy, StreamingWriterCommitsOrCleansUp) {
 
 TEST(WritePolicy, TargetTurnedIntoSymlinkBeforeCommitIsRefused) {
   const std::string dir = testing::MakeTempDir();
-  WriteFile(dir + "/precious", "keep me");
+  testing::WriteFileBytes(dir + "/precious", "keep me");
   auto w = AtomicFileWriter::Create(dir + "/out.bin");
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE(w->Write("x", 1).ok());

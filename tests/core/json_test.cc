@@ -1,6 +1,7 @@
 // Bounded JSON parsing (core/json.h): depth, size and duplicate-key limits,
 // and memory that stays bounded on hostile text.
 #include "core/json.h"
+#include "test_util.h"
 
 #include <sys/resource.h>
 
@@ -14,11 +15,7 @@ namespace {
 using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
 
-void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::string> needles) {
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.code(), code) << s.ToString();
-  for (const std::string& n : needles) EXPECT_NE(s.message().find(n), std::string::npos) << s.ToString();
-}
+using testing::ExpectError;
 
 // Peak resident set of this process so far, in bytes.
 uint64_t PeakRss() {

@@ -25,17 +25,9 @@
 namespace g4 {
 namespace {
 
-namespace fs = std::filesystem;
 
 // models/demo sits in the source tree (it is what `g4` runs by default), not
 // in testdata; find it from this file's path.
-// The repository's models/demo ($G4_REPO_DIR names the checkout when the
-// test binary runs away from its source tree).
-std::string DemoDir() {
-  if (const char* repo = std::getenv("G4_REPO_DIR"); repo && *repo) return std::string(repo) + "/models/demo";
-  return (fs::path(__FILE__).parent_path() / "../../models/demo").lexically_normal().string();
-}
-
 template <typename T>
 std::vector<T> Read(const SafetensorsFile& f, const std::string& name) {
   const TensorInfo* t = f.Find(name);
@@ -48,7 +40,7 @@ std::vector<T> Read(const SafetensorsFile& f, const std::string& name) {
 
 TEST(DemoModel, FourBitLogitsFollowTheTrainedModel) {
   auto backend = testing::MakeTestBackend();
-  auto model = Gemma4Model::Load(DemoDir(), *backend);
+  auto model = Gemma4Model::Load(testing::DemoModelDir(), *backend);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const Gemma4Config& c = (*model)->config();
   // The architecture the demo exists to exercise: PLE, KV sharing, both layer types.
@@ -91,7 +83,7 @@ TEST(DemoModel, FourBitLogitsFollowTheTrainedModel) {
 }
 
 TEST(DemoModel, TokenizerMatchesTheRustLibrary) {
-  auto tok = Tokenizer::Load(DemoDir());
+  auto tok = Tokenizer::Load(testing::DemoModelDir());
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();
   EXPECT_EQ(tok->vocab_size(), 4096);
   EXPECT_EQ(tok->bos_id(), 2);

@@ -19,7 +19,6 @@
 namespace g4 {
 namespace {
 
-namespace fs = std::filesystem;
 
 class Sink final : public SequenceSink {
  public:
@@ -225,12 +224,8 @@ TEST_F(SchedulerTest, StepsStayWithinTheTokenBudgetAndDecodeRowsGoFirst) {
   EXPECT_TRUE(a.done && b.done && c.done);
 }
 
-std::string DemoDir() {
-  return (fs::path(__FILE__).parent_path() / "../../models/demo").lexically_normal().string();
-}
-
 TEST(Generator, ReusesTheCachedPrefixAndGivesTheSameTextAsAFreshRun) {
-  auto bundle = LoadModelBundle(DemoDir(), "cpu");
+  auto bundle = LoadModelBundle(testing::DemoModelDir(), "cpu");
   ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
   EngineOptions o;
   o.max_seqs = 1;

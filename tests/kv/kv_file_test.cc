@@ -30,6 +30,7 @@ namespace {
 
 using testing::Capacity;
 using testing::MakeConfig;
+using testing::MakePool;
 using testing::MustParseScheme;
 using testing::SynthConfig;
 using testing::WriteStep;
@@ -76,13 +77,6 @@ std::vector<int32_t> Ids(int64_t n, uint32_t seed) {
   std::vector<int32_t> ids(static_cast<size_t>(n));
   for (auto& t : ids) t = static_cast<int32_t>(rng() % 512);
   return ids;
-}
-
-std::unique_ptr<KvPool> MakePool(const Gemma4Config& config, const std::string& spec, Backend& backend,
-                                 const KvPoolOptions& options) {
-  auto pool = KvPool::Create(config, MustParseScheme(spec), backend, options);
-  EXPECT_TRUE(pool.ok()) << spec << ": " << pool.status().ToString();
-  return pool.ok() ? std::move(pool).value() : nullptr;
 }
 
 bool SameExport(const std::vector<KvPool::LayerRecords>& a, const std::vector<KvPool::LayerRecords>& b) {

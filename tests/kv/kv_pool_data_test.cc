@@ -18,16 +18,10 @@ namespace {
 using testing::Capacity;
 using testing::ExpectedRecords;
 using testing::MakeConfig;
+using testing::MakePool;
 using testing::MustParseScheme;
 using testing::SynthConfig;
 using testing::WriteStep;
-
-std::unique_ptr<KvPool> MakePool(const Gemma4Config& config, const std::string& spec, Backend& backend,
-                                 const KvPoolOptions& options) {
-  auto pool = KvPool::Create(config, MustParseScheme(spec), backend, options);
-  EXPECT_TRUE(pool.ok()) << spec << ": " << pool.status().ToString();
-  return pool.ok() ? std::move(pool).value() : nullptr;
-}
 
 // The format layer l of seq uses now (its store's).
 KvRecordFormat FormatOf(const KvPool& pool, const KvSeq& seq, int layer) {

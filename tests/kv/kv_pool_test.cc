@@ -21,16 +21,10 @@ using testing::Append;
 using testing::Capacity;
 using testing::CeilDiv;
 using testing::MakeConfig;
+using testing::MakePool;
 using testing::MustParseScheme;
 using testing::SynthConfig;
 using testing::Table;
-
-std::unique_ptr<KvPool> MakePool(const Gemma4Config& config, const std::string& spec, Backend& backend,
-                                 const KvPoolOptions& options) {
-  auto pool = KvPool::Create(config, MustParseScheme(spec), backend, options);
-  EXPECT_TRUE(pool.ok()) << spec << ": " << pool.status().ToString();
-  return pool.ok() ? std::move(pool).value() : nullptr;
-}
 
 TEST(KvPoolLayout, BlockBytesAreBlockSizeTimesTheGroupsRecords) {
   auto backend = MakeCpuBackend();

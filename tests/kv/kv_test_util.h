@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -57,6 +58,15 @@ inline KvScheme MustParseScheme(const std::string& spec) {
 }
 
 // Capacity for every store of every group.
+// A pool over `config` with the scheme `spec`; a failure fails the test
+// (and gives null).
+inline std::unique_ptr<KvPool> MakePool(const Gemma4Config& config, const std::string& spec, Backend& backend,
+                                        const KvPoolOptions& options) {
+  auto pool = KvPool::Create(config, MustParseScheme(spec), backend, options);
+  EXPECT_TRUE(pool.ok()) << spec << ": " << pool.status().ToString();
+  return pool.ok() ? std::move(pool).value() : nullptr;
+}
+
 inline KvPoolOptions Capacity(int64_t blocks, int block_size = 16) {
   KvPoolOptions o;
   o.block_size = block_size;

@@ -15,6 +15,7 @@
 #include "synthetic_tokenizer.h"
 #include "tokenizer/chat_format.h"
 #include "tokenizer/tokenizer.h"
+#include "test_util.h"
 
 namespace g4 {
 namespace {
@@ -28,12 +29,6 @@ void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::st
   EXPECT_EQ(s.code(), code) << s.ToString();
   EXPECT_NE(s.message().find("[tokenizer]"), std::string::npos) << s.ToString();
   for (const std::string& n : needles) EXPECT_NE(s.message().find(n), std::string::npos) << s.ToString();
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  ASSERT_TRUE(out.good()) << path;
 }
 
 // The synthetic document with `field` (normalizer, pre_tokenizer, decoder)
@@ -156,7 +151,7 @@ TEST(TokenizerHostile, PathsThatLoopOrAreNotFiles) {
   ExpectError(Tokenizer::Load(d4).status(), StatusCode::kInvalidArgument, {"character device"});
 
   const std::string d5 = testing::MakeTempDir();
-  WriteFile(d5 + "/tokenizer.json", "{}");
+  testing::WriteFileBytes(d5 + "/tokenizer.json", "{}");
   ASSERT_EQ(::truncate((d5 + "/tokenizer.json").c_str(), static_cast<off_t>(kMaxTokenizerBytes + 1)), 0);
   ExpectError(Tokenizer::Load(d5).status(), StatusCode::kOutOfRange, {"kMaxTokenizerBytes"});
 
@@ -171,7 +166,7 @@ TEST(TokenizerHostile, PathsThatLoopOrAreNotFiles) {
 TEST(TokenizerHostile, TokenizerConfigIsBoundedJson) {
   const std::string dir = testing::MakeTempDir();
   ASSERT_EQ(::symlink(testing::GemmaTokenizerPath().c_str(), (dir + "/tokenizer.json").c_str()), 0);
-  WriteFile(dir + "/tokenizer_config.json", "{\"bos_token\": " + std::string(100000, '['));
+  testing::WriteFileBytes(dir + "/tokenizer_config.json", "{\"bos_token\": " + std::string(100000, '['));
   ExpectError(Tokenizer::Load(dir).status(), StatusCode::kCorrupt, {"tokenizer_config.json", "kMaxJsonDepth"});
 }
 

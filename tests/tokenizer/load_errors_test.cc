@@ -9,6 +9,7 @@
 #include "core/mapped_file.h"
 #include "gemma_tokenizer.h"
 #include "synthetic_tokenizer.h"
+#include "test_util.h"
 
 namespace g4 {
 namespace {
@@ -17,14 +18,8 @@ using nlohmann::json;
 using testing::Build;
 using testing::SyntheticDoc;
 
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  ASSERT_TRUE(out.good()) << path;
-}
-
 // Expects `status` to have `code` and a message containing every fragment.
-void ExpectError(const Status& status, StatusCode code, std::initializer_list<std::string> fragments) {
+void ExpectLoadError(const Status& status, StatusCode code, std::initializer_list<std::string> fragments) {
   EXPECT_EQ(status.code(), code) << status.ToString();
   for (const std::string& f : fragments) EXPECT_NE(status.message().find(f), std::string::npos) << status.ToString();
   EXPECT_NE(status.message().find("[tokenizer]"), std::string::npos) << status.ToString();
@@ -33,14 +28,14 @@ void ExpectError(const Status& status, StatusCode code, std::initializer_list<st
 TEST(TokenizerLoad, MissingFile) {
   auto tok = Tokenizer::Load("/nonexistent/dir/tokenizer.json");
   ASSERT_FALSE(tok.ok());
-  ExpectError(tok.status(), StatusCode::kNotFound, {"/nonexistent/dir/tokenizer.json"});
+  ExpectLoadError(tok.status(), StatusCode::kNotFound, {"/nonexistent/dir/tokenizer.json"});
 }
 
 TEST(TokenizerLoad, DirectoryWithoutTokenizerJson) {
   const std::string dir = testing::MakeTempDir();
   auto tok = Tokenizer::Load(dir);
   ASSERT_FALSE(tok.ok());
-  ExpectError(tok.status(), StatusCode::kNotFound, {"tokenizer.json"});
+  ExpectLoadError(tok.status(), StatusCode::kNotFound, {"tokenizer.json"});
 }
 
 TEST(TokenizerLoad, ModelDirectoryReadsTokenizerConfig) {
@@ -52,7 +47,7 @@ TEST(TokenizerLoad, ModelDirectoryReadsTokenizerConfig) {
     EXPECT_FALSE(tok->add_bos_token());
     EXPECT_EQ(tok->eos_id(), 1);
   }
-  WriteFile(dir + "/tokenizer_config.json",
+  testing::WriteFileBytes(dir + "/tokenizer_config.json",
             R"({"add_bos_token": true, "bos_token": {"content": "<bos>"}, "eos_token": "<turn|>", "pad_token": "<pad>"})");
   {
     auto tok = Tokenizer::Load(dir);
@@ -63,10 +58,10 @@ TEST(TokenizerLoad, ModelDirectoryReadsTokenizerConfig) {
     EXPECT_EQ(tok->eos_id(), 106);
     EXPECT_EQ(tok->pad_id(), 0);
   }
-  WriteFile(dir + "/tokenizer_config.json", R"({"add_bos_token": tru)");
-  ExpectError(Tokenizer::Load(dir).status(), StatusCode::kCorrupt, {"tokenizer_config.json", "not valid JSON"});
-  WriteFile(dir + "/tokenizer_config.json", R"({"bos_token": "<no such token>"})");
-  ExpectError(Tokenizer::Load(dir).status(), StatusCode::kCorrupt, {"bos_token", "<no such token>"});
+  testing::WriteFileBytes(dir + "/tokenizer_config.json", R"({"add_bos_token": tru)");
+  ExpectLoadError(Tokenizer::Load(dir).status(), StatusCode::kCorrupt, {"tokenizer_config.json", "not valid JSON"});
+  testing::WriteFileBytes(dir + "/tokenizer_config.json", R"({"bos_token": "<no such token>"})");
+  ExpectLoadError(Tokenizer::Load(dir).status(), StatusCode::kCorrupt, {"bos_token", "<no such token>"});
 }
 
 TEST(TokenizerLoad, TruncatedOrMalformedJson) {
@@ -75,11 +70,11 @@ TEST(TokenizerLoad, TruncatedOrMalformedJson) {
   for (size_t cut : {size_t{0}, size_t{1}, size_t{5000}, full->size() / 2, full->size() - 3}) {
     auto tok = Tokenizer::FromJson(std::string_view(*full).substr(0, cut), "cut.json");
     ASSERT_FALSE(tok.ok()) << cut;
-    ExpectError(tok.status(), StatusCode::kCorrupt, {"cut.json", "malformed JSON", "byte"});
+    ExpectLoadError(tok.status(), StatusCode::kCorrupt, {"cut.json", "malformed JSON", "byte"});
   }
-  ExpectError(Tokenizer::FromJson("[1, 2]", "x.json").status(), StatusCode::kCorrupt, {"top level"});
-  ExpectError(Tokenizer::FromJson("{}", "x.json").status(), StatusCode::kCorrupt, {"model"});
-  ExpectError(Tokenizer::FromJson("{\"model\": {\"type\": \"BPE\"}}", "x.json").status(), StatusCode::kCorrupt,
+  ExpectLoadError(Tokenizer::FromJson("[1, 2]", "x.json").status(), StatusCode::kCorrupt, {"top level"});
+  ExpectLoadError(Tokenizer::FromJson("{}", "x.json").status(), StatusCode::kCorrupt, {"model"});
+  ExpectLoadError(Tokenizer::FromJson("{\"model\": {\"type\": \"BPE\"}}", "x.json").status(), StatusCode::kCorrupt,
               {"vocab"});
 }
 
@@ -87,7 +82,7 @@ TEST(TokenizerLoad, MalformedVocabAndMerges) {
   auto expect = [](const json& doc, StatusCode code, std::initializer_list<std::string> fragments) {
     auto tok = Build(doc);
     ASSERT_FALSE(tok.ok());
-    ExpectError(tok.status(), code, fragments);
+    ExpectLoadError(tok.status(), code, fragments);
   };
   json doc = SyntheticDoc();
   doc["model"]["vocab"]["d"] = "seven";
@@ -131,7 +126,7 @@ TEST(TokenizerLoad, UnsupportedTypesAreNamed) {
   auto expect = [](const json& doc, std::initializer_list<std::string> fragments) {
     auto tok = Build(doc);
     ASSERT_FALSE(tok.ok());
-    ExpectError(tok.status(), StatusCode::kUnsupported, fragments);
+    ExpectLoadError(tok.status(), StatusCode::kUnsupported, fragments);
   };
   json doc = SyntheticDoc();
   doc["model"]["type"] = "Unigram";
@@ -231,7 +226,7 @@ TEST(TokenizerEncode, InvalidUtf8IsRejectedWithOffset) {
   for (const auto& [text, offset] : cases) {
     auto ids = tok.Encode(text);
     ASSERT_FALSE(ids.ok());
-    ExpectError(ids.status(), StatusCode::kInvalidArgument, {"UTF-8", "offset " + std::to_string(offset)});
+    ExpectLoadError(ids.status(), StatusCode::kInvalidArgument, {"UTF-8", "offset " + std::to_string(offset)});
   }
   EXPECT_TRUE(tok.Encode("").ok());
   EXPECT_TRUE(tok.Encode(std::string("a\0b", 3)).ok());  // NUL is valid UTF-8

@@ -39,7 +39,7 @@ TEST(Utf8, AgreesWithNlohmannOnAllShortSequences) {
         for (int d = -1; d < static_cast<int>(edges.size()); ++d) {
           std::string s = {static_cast<char>(a), static_cast<char>(b), static_cast<char>(c)};
           if (d >= 0) s.push_back(static_cast<char>(edges[d]));
-          ASSERT_EQ(utf8::FindInvalid(s) == utf8::kValid, NlohmannAccepts(s)) << testing::PrintToString(s);
+          ASSERT_EQ(utf8::FindInvalid(s) == utf8::kValid, NlohmannAccepts(s)) << ::testing::PrintToString(s);
           ++checked;
         }
   EXPECT_GT(checked, 300000);
