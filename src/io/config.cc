@@ -184,7 +184,7 @@ Status ReadScalars(const FieldReader& f, const FieldReader* fallback, Gemma4Conf
   return Status::Ok();
 }
 
-StatusOr<Gemma4Config> ParseImpl(std::string_view json_text) {
+StatusOr<Gemma4Config> ParseConfigImpl(std::string_view json_text) {
   // Bounded: depth, value count and duplicate keys (a repeated key would let
   // one of two disagreeing values win silently).
   G4_ASSIGN_OR_RETURN(Json root, ParseJsonBounded<Json>(json_text, "config", ""));
@@ -220,7 +220,7 @@ StatusOr<Gemma4Config> ParseGemma4Config(std::string_view json_text) {
   // nlohmann reports type errors and allocation failures by throwing; none
   // may escape. The readers check types first, so these are a backstop.
   try {
-    return ParseImpl(json_text);
+    return ParseConfigImpl(json_text);
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("[config] out of memory while parsing");
   } catch (const std::exception& e) {

@@ -28,7 +28,7 @@ Status ReadChecked(const FieldReader& f, std::string_view key, Valid valid, cons
   return Status::Ok();
 }
 
-StatusOr<GenerationConfig> ParseImpl(std::string_view json_text) {
+StatusOr<GenerationConfig> ParseGenerationImpl(std::string_view json_text) {
   G4_ASSIGN_OR_RETURN(Json root, ParseJsonBounded<Json>(json_text, kModule, ""));
   if (!root.is_object()) {
     return InvalidArgument(std::string("[generation_config] expected a JSON object at the top level, got ") +
@@ -63,7 +63,7 @@ StatusOr<GenerationConfig> ParseImpl(std::string_view json_text) {
 
 StatusOr<GenerationConfig> ParseGenerationConfig(std::string_view json_text) {
   try {
-    return ParseImpl(json_text);
+    return ParseGenerationImpl(json_text);
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("[generation_config] out of memory while parsing");
   } catch (const std::exception& e) {

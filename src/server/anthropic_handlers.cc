@@ -8,7 +8,7 @@
 namespace g4::server {
 namespace {
 
-void Fail(httplib::Response& res, const Status& s) {
+void FailAnthropic(httplib::Response& res, const Status& s) {
   RespondError(res, ApiError::FromStatus(s), ApiFlavor::kAnthropic);
 }
 
@@ -16,12 +16,13 @@ void Fail(httplib::Response& res, const Status& s) {
 
 void HandleMessages(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto body = ParseObject(req.body);
-  if (!body.ok()) return Fail(res, body.status());
+  if (!body.ok()) return FailAnthropic(res, body.status());
   auto request = ParseMessagesRequest(*body, /*count_tokens=*/false, ctx.options.request_limits);
-  if (!request.ok()) return Fail(res, request.status());
+  if (!request.ok()) return FailAnthropic(res, request.status());
   PostedJobs posted;
   int prompt_tokens = 0;
-  if (auto err = PostChatJob(ctx, *request, &posted, &prompt_tokens)) return RespondError(res, *err, ApiFlavor::kAnthropic);
+  if (auto err = PostChatJob(ctx, *request, &posted, &prompt_tokens))
+    return RespondError(res, *err, ApiFlavor::kAnthropic);
 
   const bool stream = request->gen.stream;
   struct State {
@@ -63,11 +64,11 @@ void HandleMessages(ServerContext& ctx, const httplib::Request& req, httplib::Re
 
 void HandleCountTokens(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto body = ParseObject(req.body);
-  if (!body.ok()) return Fail(res, body.status());
+  if (!body.ok()) return FailAnthropic(res, body.status());
   auto request = ParseMessagesRequest(*body, /*count_tokens=*/true, ctx.options.request_limits);
-  if (!request.ok()) return Fail(res, request.status());
+  if (!request.ok()) return FailAnthropic(res, request.status());
   auto prompt = ChatPromptIds(*request, ctx.bundle);
-  if (!prompt.ok()) return Fail(res, prompt.status());
+  if (!prompt.ok()) return FailAnthropic(res, prompt.status());
   res.set_content(Dump({{"input_tokens", prompt->size()}}), "application/json");
 }
 

@@ -5,7 +5,7 @@
 namespace g4::server {
 namespace {
 
-Status Refuse(const std::string& what) { return Unsupported("[request] " + what); }
+Status RefuseAnthropic(const std::string& what) { return Unsupported("[request] " + what); }
 
 // The text of a tool_result's content: a string or text blocks.
 Status ToolResultText(const Json& block, const std::string& at, std::string* out) {
@@ -22,7 +22,8 @@ Status ToolResultText(const Json& block, const std::string& at, std::string* out
     const std::string bat = at + "content[" + std::to_string(i) + "].";
     if (!b.is_object()) return FieldError(bat.substr(0, bat.size() - 1), "must be an object");
     G4_RETURN_IF_ERROR(ReadString(b, "type", &type, bat));
-    if (type != "text") return Refuse("tool_result content of type '" + type.value_or("?") + "' is not supported");
+    if (type != "text")
+      return RefuseAnthropic("tool_result content of type '" + type.value_or("?") + "' is not supported");
     G4_RETURN_IF_ERROR(ReadString(b, "text", &text, bat));
     if (!out->empty()) *out += "\n";
     *out += text.value_or("");
@@ -84,7 +85,7 @@ Status ParseBlocks(const Json& content, const std::string& where, bool assistant
       G4_RETURN_IF_ERROR(ToolResultText(b, at, &result.content));
       turn->tool_results.push_back(std::move(result));
     } else if (*type == "image" || *type == "document" || *type == "search_result") {
-      return Refuse("content block type '" + *type + "' is not supported: g4 serves text only");
+      return RefuseAnthropic("content block type '" + *type + "' is not supported: g4 serves text only");
     } else {
       return FieldError(at + "type", "'" + *type + "' is not a valid block for a " +
                                          (assistant ? "assistant" : "user") + " message");
@@ -115,7 +116,7 @@ Status ParseSystem(const Json& body, std::string* out) {
   return Status::Ok();
 }
 
-Status ParseTools(const Json& body, std::vector<ToolDefinition>* out) {
+Status ParseAnthropicTools(const Json& body, std::vector<ToolDefinition>* out) {
   const Json* tools = Find(body, "tools");
   if (!tools) return Status::Ok();
   if (!tools->is_array()) return FieldError("tools", "must be an array");
@@ -126,7 +127,7 @@ Status ParseTools(const Json& body, std::vector<ToolDefinition>* out) {
     std::optional<std::string> type, name, description;
     G4_RETURN_IF_ERROR(ReadString(t, "type", &type, at));
     if (type && *type != "custom")
-      return Refuse("tool type '" + *type + "' (a server tool) is not supported: only client tools");
+      return RefuseAnthropic("tool type '" + *type + "' (a server tool) is not supported: only client tools");
     G4_RETURN_IF_ERROR(ReadString(t, "name", &name, at));
     if (!name || name->empty()) return FieldError(at + "name", "is required");
     G4_RETURN_IF_ERROR(ReadString(t, "description", &description, at));
@@ -189,7 +190,7 @@ StatusOr<ChatRequest> ParseMessagesRequest(const Json& body, bool count_tokens, 
       return FieldError("thinking.type", "must be \"enabled\" or \"disabled\"");
     }
   }
-  G4_RETURN_IF_ERROR(ParseTools(body, &r.tools));
+  G4_RETURN_IF_ERROR(ParseAnthropicTools(body, &r.tools));
   if (const Json* tc = Find(body, "tool_choice")) {
     if (!tc->is_object()) return FieldError("tool_choice", "must be an object");
     std::optional<std::string> type;
@@ -197,7 +198,8 @@ StatusOr<ChatRequest> ParseMessagesRequest(const Json& body, bool count_tokens, 
     if (type == "none") {
       r.tools.clear();
     } else if (type == "any" || type == "tool") {
-      return Refuse("tool_choice \"" + *type + "\" needs constrained decoding, which g4 does not have yet; use \"auto\"");
+      return RefuseAnthropic("tool_choice \"" + *type +
+                             "\" needs constrained decoding, which g4 does not have yet; use \"auto\"");
     } else if (type != "auto") {
       return FieldError("tool_choice.type", "must be \"auto\", \"any\", \"tool\" or \"none\"");
     }

@@ -14,18 +14,21 @@ void RespondError(httplib::Response& res, const ApiError& error, ApiFlavor flavo
 
 namespace {
 
-void Fail(httplib::Response& res, const Status& s) { RespondError(res, ApiError::FromStatus(s), ApiFlavor::kOpenAi); }
+void FailOpenAi(httplib::Response& res, const Status& s) {
+  RespondError(res, ApiError::FromStatus(s), ApiFlavor::kOpenAi);
+}
 
 }  // namespace
 
 void HandleChatCompletions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto body = ParseObject(req.body);
-  if (!body.ok()) return Fail(res, body.status());
+  if (!body.ok()) return FailOpenAi(res, body.status());
   auto request = ParseChatCompletionRequest(*body, ctx.options.request_limits);
-  if (!request.ok()) return Fail(res, request.status());
+  if (!request.ok()) return FailOpenAi(res, request.status());
   PostedJobs posted;
   int prompt_tokens = 0;
-  if (auto err = PostChatJob(ctx, *request, &posted, &prompt_tokens)) return RespondError(res, *err, ApiFlavor::kOpenAi);
+  if (auto err = PostChatJob(ctx, *request, &posted, &prompt_tokens))
+    return RespondError(res, *err, ApiFlavor::kOpenAi);
 
   const GenerationRequest& g = request->gen;
   const int n = g.n;
@@ -70,20 +73,20 @@ void HandleChatCompletions(ServerContext& ctx, const httplib::Request& req, http
 
 void HandleCompletions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto body = ParseObject(req.body);
-  if (!body.ok()) return Fail(res, body.status());
+  if (!body.ok()) return FailOpenAi(res, body.status());
   auto request = ParseCompletionRequest(*body, ctx.options.request_limits);
-  if (!request.ok()) return Fail(res, request.status());
+  if (!request.ok()) return FailOpenAi(res, request.status());
   const GenerationRequest& g = request->gen;
   std::vector<JobSpec> specs;
   std::vector<std::string> echoes;
   int prompt_tokens = 0;
   for (const CompletionPrompt& p : request->prompts) {
     auto ids = CompletionPromptIds(p, ctx.bundle);
-    if (!ids.ok()) return Fail(res, ids.status());
+    if (!ids.ok()) return FailOpenAi(res, ids.status());
     prompt_tokens += static_cast<int>(ids->size());
     if (request->echo) echoes.push_back(p.is_ids ? ctx.bundle.tokenizer->Decode(*ids) : p.text);
     auto spec = MakeJobSpec(g, std::move(ids).value(), ctx.bundle.RawStopIds(), ctx.bundle, ctx.options.limits);
-    if (!spec.ok()) return Fail(res, spec.status());
+    if (!spec.ok()) return FailOpenAi(res, spec.status());
     specs.push_back(std::move(spec).value());
   }
   PostedJobs posted;
@@ -137,8 +140,11 @@ void HandleModels(ServerContext& ctx, const httplib::Request&, httplib::Response
 void HandleModel(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const std::string id = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
   if (id != ctx.options.model_id)
-    return RespondError(res, {404, "the model '" + id + "' does not exist; this server has '" + ctx.options.model_id + "'", "model"},
-                        ApiFlavor::kOpenAi);
+    return RespondError(
+        res,
+        {404, "the model '" + id + "' does not exist; this server has '" + ctx.options.model_id + "'",
+         "model"},
+        ApiFlavor::kOpenAi);
   res.set_content(
       Dump({{"id", ctx.options.model_id}, {"object", "model"}, {"created", ctx.created}, {"owned_by", "g4"}}),
       "application/json");

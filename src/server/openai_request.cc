@@ -220,7 +220,7 @@ Status ParseMessages(const Json& body, std::vector<ChatMessage>* out) {
   return Status::Ok();
 }
 
-Status ParseTools(const Json& body, std::vector<ToolDefinition>* out) {
+Status ParseOpenAiTools(const Json& body, std::vector<ToolDefinition>* out) {
   const Json* tools = Find(body, "tools");
   if (!tools) return Status::Ok();
   if (!tools->is_array()) return FieldError("tools", "must be an array");
@@ -256,7 +256,7 @@ StatusOr<ChatRequest> ParseChatCompletionRequest(const Json& body, const Request
   ChatRequest r;
   G4_RETURN_IF_ERROR(ParseOpenAiGeneration(body, limits, /*chat=*/true, &r.gen));
   G4_RETURN_IF_ERROR(ParseMessages(body, &r.messages));
-  G4_RETURN_IF_ERROR(ParseTools(body, &r.tools));
+  G4_RETURN_IF_ERROR(ParseOpenAiTools(body, &r.tools));
   if (Find(body, "functions") || Find(body, "function_call"))
     return Refuse("'functions' and 'function_call' are deprecated and not supported; use 'tools'");
   if (const Json* tc = Find(body, "tool_choice")) {
@@ -270,7 +270,9 @@ StatusOr<ChatRequest> ParseChatCompletionRequest(const Json& body, const Request
         return FieldError("tool_choice", "must be \"none\", \"auto\" or \"required\"");
       }
     } else if (tc->is_object()) {
-      return Refuse("tool_choice naming a function needs constrained decoding, which g4 does not have yet; use \"auto\"");
+      return Refuse(
+          "tool_choice naming a function needs constrained decoding, which g4 does not have yet; use "
+          "\"auto\"");
     } else {
       return FieldError("tool_choice", "must be a string or an object");
     }

@@ -20,11 +20,6 @@ uint64_t PairKey(int32_t left, int32_t right) {
   return static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32 | static_cast<uint32_t>(right);
 }
 
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
-};
-
 Status ReadBool(const json& model, const char* key, const std::string& prefix, bool* out) {
   auto it = model.find(key);
   if (it == model.end() || it->is_null()) return Status::Ok();
@@ -36,6 +31,12 @@ Status ReadBool(const json& model, const char* key, const std::string& prefix, b
 }  // namespace
 
 struct BpeModel::WordCache {
+  // Transparent, so a lookup by string_view makes no string. A member (not
+  // in the anonymous namespace): WordCache has external linkage.
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
   std::mutex mu;
   std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
 };

@@ -21,7 +21,7 @@ namespace {
 using nlohmann::json;
 
 // A small valid flat config in the shape of testdata/models/tiny-e.
-json Base() {
+json HostileBase() {
   return {
       {"model_type", "gemma4_text"},
       {"vocab_size", 512},
@@ -43,21 +43,13 @@ json Base() {
   };
 }
 
-void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::string> needles) {
-  ASSERT_FALSE(s.ok()) << "expected failure containing " << *needles.begin();
-  EXPECT_EQ(s.code(), code) << s.ToString();
-  for (const std::string& n : needles) EXPECT_NE(s.message().find(n), std::string::npos) << s.ToString();
-}
+using testing::ExpectError;
 
 Status ParseStatus(const json& j) { return ParseGemma4Config(j.dump()).status(); }
 
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  ASSERT_TRUE(out.good()) << path;
+TEST(ConfigHostile, BaseIsValid) {
+  ASSERT_TRUE(ParseStatus(HostileBase()).ok()) << ParseStatus(HostileBase()).ToString();
 }
-
-TEST(ConfigHostile, BaseIsValid) { ASSERT_TRUE(ParseStatus(Base()).ok()) << ParseStatus(Base()).ToString(); }
 
 TEST(ConfigHostile, AbsurdFloatsNameFieldAndRange) {
   struct Case {
@@ -88,11 +80,11 @@ TEST(ConfigHostile, AbsurdFloatsNameFieldAndRange) {
        "[config] rope_local_base_freq: 1e-308 is outside the accepted range"},
   };
   for (const Case& c : cases) {
-    json j = Base();
+    json j = HostileBase();
     c.mutate(j);
     ExpectError(ParseStatus(j), StatusCode::kInvalidArgument, {c.message});
   }
-  json none = Base();
+  json none = HostileBase();
   none["final_logit_softcapping"] = 0;  // 0 still means "no soft-capping"
   EXPECT_TRUE(ParseStatus(none).ok());
 }
@@ -108,11 +100,11 @@ TEST(ConfigHostile, AbsurdGenerationValues) {
 }
 
 TEST(ConfigHostile, DuplicateKeysAreErrors) {
-  std::string text = Base().dump();
+  std::string text = HostileBase().dump();
   text.insert(1, "\"hidden_size\": 64, ");
   ExpectError(ParseGemma4Config(text).status(), StatusCode::kInvalidArgument,
               {"[config] ", "key \"hidden_size\" appears twice"});
-  std::string nested = Base().dump();
+  std::string nested = HostileBase().dump();
   const std::string theta = "\"rope_theta\":10000.0";
   const size_t at = nested.find(theta);
   ASSERT_NE(at, std::string::npos);
@@ -124,7 +116,7 @@ TEST(ConfigHostile, DuplicateKeysAreErrors) {
 }
 
 TEST(ConfigHostile, QuantizationBlocksMustAgree) {
-  json j = Base();
+  json j = HostileBase();
   j["quantization"] = {{"group_size", 64}, {"bits", 4}};
   j["quantization_config"] = {{"group_size", 64}, {"bits", 8}};
   ExpectError(ParseStatus(j), StatusCode::kInvalidArgument,
@@ -132,7 +124,7 @@ TEST(ConfigHostile, QuantizationBlocksMustAgree) {
   j["quantization_config"] = {{"group_size", 64}, {"bits", 4}, {"model.layers.0.mlp.up_proj", false}};
   ExpectError(ParseStatus(j), StatusCode::kInvalidArgument,
               {"disagrees with quantization", "'model.layers.0.mlp.up_proj'"});
-  json nested = {{"model_type", "gemma4"}, {"text_config", Base()}};
+  json nested = {{"model_type", "gemma4"}, {"text_config", HostileBase()}};
   nested["quantization"] = {{"group_size", 64}, {"bits", 4}};
   nested["text_config"]["quantization"] = {{"group_size", 32}, {"bits", 4}};
   ExpectError(ParseStatus(nested), StatusCode::kInvalidArgument,
@@ -143,10 +135,11 @@ TEST(ConfigHostile, QuantizationBlocksMustAgree) {
 }
 
 TEST(ConfigHostile, ModuleOverrideMustBeAnOverride) {
-  json j = Base();
+  json j = HostileBase();
   j["quantization"] = {{"group_size", 64}, {"bits", 4}, {"model.layers.0.mlp.up_proj", "x"}};
   ExpectError(ParseStatus(j), StatusCode::kInvalidArgument,
-              {"[config] quantization.model.layers.0.mlp.up_proj: expected false, true or {bits, group_size", "string"});
+              {"[config] quantization.model.layers.0.mlp.up_proj: expected false, true or {bits, group_size",
+               "string"});
   j["quantization"] = {{"group_size", 64}, {"bits", 4}, {"model.layers.0.mlp.up_proj", 8}};
   ExpectError(ParseStatus(j), StatusCode::kInvalidArgument, {"got number"});
 }
@@ -178,7 +171,7 @@ TEST(ConfigHostile, PathsThatAreNotFiles) {
   ExpectError(LoadGemma4Config(dev_dir).status(), StatusCode::kInvalidArgument, {"character device"});
 
   const std::string big_dir = testing::MakeTempDir();
-  WriteFile(big_dir + "/config.json", "{}");
+  testing::WriteFileBytes(big_dir + "/config.json", "{}");
   ASSERT_EQ(::truncate((big_dir + "/config.json").c_str(), static_cast<off_t>(kMaxConfigBytes + 1)), 0);
   ExpectError(LoadGemma4Config(big_dir).status(), StatusCode::kOutOfRange, {"kMaxConfigBytes"});
 

@@ -217,7 +217,8 @@ TEST(ConfigFixtures, AllFixturesAgreeWithTheirOwnLayerTypes) {
   // Cross-check against the raw JSON: types, and one geometry entry per layer.
   for (const char* name : {"tiny-dense", "tiny-e", "tiny-e-q4", "tiny-e2", "tiny-moe", "tiny-moe-q4"}) {
     SCOPED_TRACE(name);
-    StatusOr<std::string> text = ReadFileToString(testing::TestDataPath(std::string("models/") + name + "/config.json"));
+    StatusOr<std::string> text =
+        ReadFileToString(testing::TestDataPath(std::string("models/") + name + "/config.json"));
     ASSERT_TRUE(text.ok());
     json raw = json::parse(*text);
     const json& t = raw.contains("text_config") ? raw["text_config"] : raw;
@@ -270,7 +271,8 @@ json TextConfig(const Published& p) {
       {"eos_token_id", 1},
       {"rope_parameters",
        {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
-        {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1000000.0}}}}},
+        {"full_attention",
+         {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1000000.0}}}}},
   };
   if (p.global_kv > 0) t["num_global_key_value_heads"] = p.global_kv;
   return t;
@@ -292,7 +294,7 @@ json Wrap(const json& text, const char* top_type) {
           {"eos_token_id", {1, 106}}};
 }
 
-Gemma4Config ParseOk(const json& j) {
+Gemma4Config ParseConfigOk(const json& j) {
   StatusOr<Gemma4Config> c = ParseGemma4Config(j.dump());
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   return c.ok() ? *c : Gemma4Config{};
@@ -319,7 +321,7 @@ TEST(ConfigPublished, E2BNested) {
   text["layer_types"] = LayerTypes(35, 5);
   json cfg = Wrap(text, "gemma4");
   cfg["text_config"].erase("eos_token_id");  // some uploads keep it only at the top
-  Gemma4Config c = ParseOk(cfg);
+  Gemma4Config c = ParseConfigOk(cfg);
   EXPECT_EQ(c.model_type, "gemma4_text");
   EXPECT_EQ(c.vocab_size, 262144);  // from the top level
   EXPECT_EQ(c.eos_token_ids, std::vector<int>({1, 106}));
@@ -349,14 +351,14 @@ TEST(ConfigPublished, E2BNested) {
 TEST(ConfigPublished, E2BFromSlidingWindowPattern) {
   json text = TextConfig(kE2B);
   text["sliding_window_pattern"] = 5;  // MLX-style, no layer_types
-  Gemma4Config c = ParseOk(Wrap(text, "gemma4"));
+  Gemma4Config c = ParseConfigOk(Wrap(text, "gemma4"));
   EXPECT_EQ(FullLayers(c), std::vector<int>({4, 9, 14, 19, 24, 29, 34}));
 }
 
 TEST(ConfigPublished, E4BFlatWithDefaultLayerPattern) {
   json text = TextConfig(kE4B);  // flat gemma4_text, layer_types left to the HF default
   text["vocab_size"] = 262144;
-  Gemma4Config c = ParseOk(text);
+  Gemma4Config c = ParseConfigOk(text);
   EXPECT_EQ(FullLayers(c), std::vector<int>({5, 11, 17, 23, 29, 35, 41}));
   ExpectKvHeads(c, 2, 2);
   EXPECT_EQ(c.first_kv_shared_layer(), 24);
@@ -383,7 +385,7 @@ TEST(ConfigPublished, Moe26BNested) {
   text["top_k_experts"] = 8;
   text["moe_intermediate_size"] = 704;
   text["use_bidirectional_attention"] = "vision";
-  Gemma4Config c = ParseOk(Wrap(text, "gemma4"));
+  Gemma4Config c = ParseConfigOk(Wrap(text, "gemma4"));
   EXPECT_EQ(FullLayers(c), std::vector<int>({5, 11, 17, 23, 29}));
   ExpectKvHeads(c, 8, 2);
   EXPECT_TRUE(c.enable_moe_block);
@@ -403,7 +405,7 @@ TEST(ConfigPublished, Dense31BFlatGemma4TextOnlyConversion) {
   text["layer_types"] = LayerTypes(60, 6);
   text["model_type"] = "gemma4";  // MLX text-only conversion: text fields at the top
   text["vocab_size"] = 262144;
-  Gemma4Config c = ParseOk(text);
+  Gemma4Config c = ParseConfigOk(text);
   EXPECT_EQ(c.model_type, "gemma4_text");
   std::vector<int> expected_full;
   for (int l = 5; l < 60; l += 6) expected_full.push_back(l);
@@ -425,7 +427,7 @@ TEST(ConfigPublished, Unified12BWithPerLayerConfig) {
   json plc = json::object();
   for (int l = 5; l < 48; l += 6) plc[std::to_string(l)] = {{"head_dim", 512}, {"num_key_value_heads", 1}};
   text["per_layer_config"] = plc;
-  Gemma4Config c = ParseOk(Wrap(text, "gemma4_unified"));
+  Gemma4Config c = ParseConfigOk(Wrap(text, "gemma4_unified"));
   EXPECT_EQ(c.model_type, "gemma4_unified_text");
   std::vector<int> expected_full;
   for (int l = 5; l < 48; l += 6) expected_full.push_back(l);
@@ -451,7 +453,7 @@ TEST(ConfigPublished, PerLayerConfigAndGlobalFieldsGiveTheSameGeometry) {
       text["top_k_experts"] = 8;
       text["moe_intermediate_size"] = 704;
     }
-    Gemma4Config global_form = ParseOk(text);
+    Gemma4Config global_form = ParseConfigOk(text);
     json plc = json::object();
     for (int l = 0; l < p->layers; ++l) {
       if ((l + 1) % period != 0) continue;
@@ -461,7 +463,7 @@ TEST(ConfigPublished, PerLayerConfigAndGlobalFieldsGiveTheSameGeometry) {
     text.erase("global_head_dim");
     text.erase("num_global_key_value_heads");
     text["per_layer_config"] = plc;
-    ExpectSameGeometry(global_form, ParseOk(text));
+    ExpectSameGeometry(global_form, ParseConfigOk(text));
   }
 }
 

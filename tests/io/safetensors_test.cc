@@ -31,19 +31,13 @@ StatusOr<std::unique_ptr<SafetensorsFile>> ParseString(const std::string& image)
   return SafetensorsFile::Parse(reinterpret_cast<const uint8_t*>(image.data()), image.size(), "test.st");
 }
 
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(out.good()) << path;
-}
-
 std::string ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // Asserts `s` failed with `code` and a message containing every `needles`.
-void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::string> needles) {
+void ExpectSafetensorsError(const Status& s, StatusCode code, std::initializer_list<std::string> needles) {
   ASSERT_FALSE(s.ok()) << "expected failure containing " << *needles.begin();
   EXPECT_EQ(s.code(), code) << s.ToString();
   EXPECT_NE(s.message().find("[safetensors]"), std::string::npos) << s.message();
@@ -52,7 +46,7 @@ void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::st
 
 void ExpectParseError(const std::string& image, StatusCode code, std::initializer_list<std::string> needles) {
   auto r = ParseString(image);
-  ExpectError(r.status(), code, needles);
+  ExpectSafetensorsError(r.status(), code, needles);
 }
 
 constexpr DType kAllDTypes[] = {DType::kF64,  DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3,
@@ -196,12 +190,12 @@ TEST(Safetensors, StreamingWriterRejectsBadDecls) {
   const std::string dir = testing::MakeTempDir();
   auto nop = [](size_t, uint8_t*, size_t) {};
   Status s = WriteSafetensorsStreaming(dir + "/a.safetensors", {{"x", DType::kF32, {2, -1}}}, nop);
-  ExpectError(s, StatusCode::kInvalidArgument, {"'x'", "shape"});
+  ExpectSafetensorsError(s, StatusCode::kInvalidArgument, {"'x'", "shape"});
   s = WriteSafetensorsStreaming(dir + "/b.safetensors",
                                 {{"x", DType::kF32, {1}}, {"x", DType::kF32, {2}}}, nop);
-  ExpectError(s, StatusCode::kInvalidArgument, {"'x'", "duplicate"});
+  ExpectSafetensorsError(s, StatusCode::kInvalidArgument, {"'x'", "duplicate"});
   s = WriteSafetensorsStreaming(dir + "/c.safetensors", {{"x", DType::kF64, {1LL << 40, 1LL << 30}}}, nop);
-  ExpectError(s, StatusCode::kInvalidArgument, {"overflowing"});
+  ExpectSafetensorsError(s, StatusCode::kInvalidArgument, {"overflowing"});
   EXPECT_TRUE(fs::is_empty(dir));
 }
 
@@ -281,7 +275,7 @@ class ShardedCheckpoint : public ::testing::Test {
   }
   void WriteIndex(const json& weight_map) {
     json index = {{"metadata", {{"total_size", 48}}}, {"weight_map", weight_map}};
-    WriteBytes(dir_ + "/model.safetensors.index.json", index.dump(2));
+    testing::WriteFileBytes(dir_ + "/model.safetensors.index.json", index.dump(2));
   }
   static json GoodMap() {
     return {{"model.a", "model-00001-of-00002.safetensors"},
@@ -295,7 +289,7 @@ class ShardedCheckpoint : public ::testing::Test {
 TEST_F(ShardedCheckpoint, OpensAllShards) {
   WriteIndex(GoodMap());
   // A stray model.safetensors must be ignored when an index exists.
-  WriteBytes(dir_ + "/model.safetensors", "garbage");
+  testing::WriteFileBytes(dir_ + "/model.safetensors", "garbage");
   auto r = Checkpoint::Open(dir_);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const Checkpoint& ckpt = **r;
@@ -317,7 +311,7 @@ TEST_F(ShardedCheckpoint, MissingShard) {
   map["model.c"] = "model-00003-of-00002.safetensors";
   WriteIndex(map);
   auto r = Checkpoint::Open(dir_);
-  ExpectError(r.status(), StatusCode::kNotFound, {"model-00003-of-00002.safetensors", "missing"});
+  ExpectSafetensorsError(r.status(), StatusCode::kNotFound, {"model-00003-of-00002.safetensors", "missing"});
 }
 
 TEST_F(ShardedCheckpoint, IndexNamesTensorAbsentFromShard) {
@@ -325,46 +319,48 @@ TEST_F(ShardedCheckpoint, IndexNamesTensorAbsentFromShard) {
   map["model.c"] = "model-00001-of-00002.safetensors";
   WriteIndex(map);
   auto r = Checkpoint::Open(dir_);
-  ExpectError(r.status(), StatusCode::kCorrupt, {"'model.c'", "model-00001-of-00002.safetensors", "not contain"});
+  ExpectSafetensorsError(r.status(), StatusCode::kCorrupt,
+                         {"'model.c'", "model-00001-of-00002.safetensors", "not contain"});
 }
 
 TEST_F(ShardedCheckpoint, WeightMapMissingOrWrongType) {
-  WriteBytes(dir_ + "/model.safetensors.index.json", R"({"metadata": {}})");
-  ExpectError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"weight_map", "missing"});
+  testing::WriteFileBytes(dir_ + "/model.safetensors.index.json", R"({"metadata": {}})");
+  ExpectSafetensorsError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"weight_map", "missing"});
   WriteIndex(json::array({"model.a"}));
-  ExpectError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"weight_map", "not an object"});
+  ExpectSafetensorsError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"weight_map", "not an object"});
   WriteIndex({{"model.a", 3}});
-  ExpectError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"'model.a'", "not a shard file name"});
-  WriteBytes(dir_ + "/model.safetensors.index.json", "{\"weight_map\": ");
-  ExpectError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"index.json", "not valid JSON"});
+  ExpectSafetensorsError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"'model.a'", "not a shard file name"});
+  testing::WriteFileBytes(dir_ + "/model.safetensors.index.json", "{\"weight_map\": ");
+  ExpectSafetensorsError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"index.json", "not valid JSON"});
 }
 
 TEST_F(ShardedCheckpoint, ShardNameMustStayInDirectory) {
   WriteIndex({{"model.a", "../model-00001-of-00002.safetensors"}});
-  ExpectError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"not a file name"});
+  ExpectSafetensorsError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"not a file name"});
 }
 
 TEST_F(ShardedCheckpoint, CorruptShardIsReported) {
   WriteIndex(GoodMap());
-  WriteBytes(dir_ + "/model-00002-of-00002.safetensors", "1234");
-  ExpectError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"model-00002-of-00002.safetensors", "shorter"});
+  testing::WriteFileBytes(dir_ + "/model-00002-of-00002.safetensors", "1234");
+  ExpectSafetensorsError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt,
+                         {"model-00002-of-00002.safetensors", "shorter"});
 }
 
 TEST(Checkpoint, MissingDirectoryIsNotFound) {
   const std::string dir = testing::MakeTempDir() + "/no-such-model";
   auto r = Checkpoint::Open(dir);
-  ExpectError(r.status(), StatusCode::kNotFound, {dir, "no such directory"});
+  ExpectSafetensorsError(r.status(), StatusCode::kNotFound, {dir, "no such directory"});
 }
 
 TEST(Checkpoint, EmptyDirectoryIsNotFound) {
   const std::string dir = testing::MakeTempDir();
   auto r = Checkpoint::Open(dir);
-  ExpectError(r.status(), StatusCode::kNotFound, {dir, "model.safetensors"});
+  ExpectSafetensorsError(r.status(), StatusCode::kNotFound, {dir, "model.safetensors"});
 }
 
 TEST(Safetensors, OpenMissingFileIsNotFound) {
   const std::string path = testing::MakeTempDir() + "/absent.safetensors";
-  ExpectError(SafetensorsFile::Open(path).status(), StatusCode::kNotFound, {path});
+  ExpectSafetensorsError(SafetensorsFile::Open(path).status(), StatusCode::kNotFound, {path});
 }
 
 // ---------------------------------------------------------------- corruption

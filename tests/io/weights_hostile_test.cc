@@ -63,11 +63,7 @@ StatusOr<std::unique_ptr<Gemma4Weights>> LoadWeights(const std::string& dir) {
   return Gemma4Weights::Load(config, std::move(ckpt));
 }
 
-void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::string> needles) {
-  ASSERT_FALSE(s.ok()) << "expected failure containing " << *needles.begin();
-  EXPECT_EQ(s.code(), code) << s.ToString();
-  for (const std::string& n : needles) EXPECT_NE(s.message().find(n), std::string::npos) << s.ToString();
-}
+using testing::ExpectError;
 
 // Writes a non-finite value of the tensor's dtype at element `index`.
 void Poison(const TensorInfo& t, std::string* bytes, int64_t index, bool inf = false) {
@@ -151,7 +147,8 @@ TEST(WeightsHostile, UntiedHeadIsUsedWhenPresent) {
   // per_layer_model_projection is [128, 128], not [V=512, H=128]: the shape is checked.
   ExpectError(LoadWeights(dir).status(), StatusCode::kCorrupt, {"lm_head.weight", "config implies [512, 128]"});
 
-  const std::string ok_dir = CopyModel("tiny-e", nullptr, untie, {{"lm_head.weight", "model.embed_tokens_per_layer.weight"}});
+  const std::string ok_dir =
+      CopyModel("tiny-e", nullptr, untie, {{"lm_head.weight", "model.embed_tokens_per_layer.weight"}});
   auto w = LoadWeights(ok_dir);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   const TensorInfo* head = (*w)->checkpoint().Find("lm_head.weight");
@@ -168,7 +165,8 @@ TEST(WeightsHostile, UntiedHeadIsUsedWhenPresent) {
   EXPECT_EQ(heads, 1);
 
   // Tied: a stray lm_head.weight is ignored, as HF does.
-  auto tied = LoadWeights(CopyModel("tiny-e", nullptr, nullptr, {{"lm_head.weight", "model.embed_tokens_per_layer.weight"}}));
+  auto tied = LoadWeights(
+      CopyModel("tiny-e", nullptr, nullptr, {{"lm_head.weight", "model.embed_tokens_per_layer.weight"}}));
   ASSERT_TRUE(tied.ok()) << tied.status().ToString();
   EXPECT_EQ((*tied)->lm_head.rows, 0);
   (*tied)->ForEachTensor([](const std::string& name, WeightMatrix&) { EXPECT_NE(name, "lm_head"); },
