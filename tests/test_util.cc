@@ -108,20 +108,25 @@ G4Run RunG4(const std::string& args) {
   return r;
 }
 
-std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo, float hi) {
+namespace {
+
+// n draws of `dist` from a generator seeded with `seed`.
+template <typename Dist>
+std::vector<float> Draws(size_t n, uint32_t seed, Dist dist) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
   std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
+  for (float& x : v) x = dist(rng);
   return v;
 }
 
+}  // namespace
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo, float hi) {
+  return Draws(n, seed, std::uniform_real_distribution<float>(lo, hi));
+}
+
 std::vector<float> GaussianFloats(size_t n, uint32_t seed, float sigma, float mean) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(mean, sigma);
-  std::vector<float> x(n);
-  for (float& v : x) v = d(rng);
-  return x;
+  return Draws(n, seed, std::normal_distribution<float>(mean, sigma));
 }
 
 std::string Mismatch::ToString() const {

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <httplib.h>
 #include <memory>
 #include <string>
@@ -22,17 +21,14 @@
 #include "engine/prefix_cache.h"
 #include "server/http_server.h"
 #include "server/json_util.h"
+#include "test_util.h"
 
 namespace g4::server::testing {
-
-inline std::string DemoDir() {
-  return (std::filesystem::path(__FILE__).parent_path() / "../../models/demo").lexically_normal().string();
-}
 
 // The demo model, loaded once per test binary.
 inline ModelBundle& Demo() {
   static ModelBundle* b = [] {
-    auto r = LoadModelBundle(DemoDir(), "cpu");
+    auto r = LoadModelBundle(g4::testing::DemoModelDir(), "cpu");
     if (!r.ok()) {
       std::fprintf(stderr, "cannot load the demo model: %s\n", r.status().ToString().c_str());
       std::abort();
