@@ -39,10 +39,18 @@ void WriteFileBytes(const std::string& path, const std::string& bytes) {
   ASSERT_TRUE(out.good()) << path;
 }
 
-void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::string> needles) {
-  ASSERT_FALSE(s.ok()) << "expected failure containing " << (needles.size() ? *needles.begin() : "");
+void ExpectTaggedError(const std::string& tag, const Status& s, StatusCode code,
+                       std::initializer_list<std::string> needles) {
+  ASSERT_FALSE(s.ok()) << "expected failure containing " << (needles.size() ? *needles.begin() : tag);
   EXPECT_EQ(s.code(), code) << s.ToString();
+  if (!tag.empty()) {
+    EXPECT_NE(s.message().find(tag), std::string::npos) << s.ToString();
+  }
   for (const std::string& n : needles) EXPECT_NE(s.message().find(n), std::string::npos) << s.ToString();
+}
+
+void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::string> needles) {
+  ExpectTaggedError("", s, code, needles);
 }
 
 namespace {

@@ -31,6 +31,9 @@ std::string DemoModelDir();
 void WriteFileBytes(const std::string& path, const std::string& bytes);
 // `s` is an error of `code` whose message holds every needle.
 void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::string> needles);
+// The same, and the message names its layer: `tag`, e.g. "[safetensors]".
+void ExpectTaggedError(const std::string& tag, const Status& s, StatusCode code,
+                       std::initializer_list<std::string> needles);
 
 // Uniform floats in [lo, hi) from a seeded generator.
 std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);

@@ -8,12 +8,6 @@
 namespace g4 {
 namespace {
 
-std::string WeightShapeString(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // Shape equality where a stacked [E, R, C] tensor also matches [E*R, C].
 bool ShapeMatches(const std::vector<int64_t>& actual, const std::vector<int64_t>& expected) {
   return actual == expected;
@@ -41,7 +35,7 @@ class WeightResolver {
   StatusOr<const float*> Vector(const std::string& rel, int64_t n) {
     G4_ASSIGN_OR_RETURN(const TensorInfo* t, Require(rel));
     if (t->numel() != n)
-      return Corrupt("[weights] " + t->name + ": shape " + WeightShapeString(t->shape) + " but config implies [" +
+      return Corrupt("[weights] " + t->name + ": shape " + ShapeString(t->shape) + " but config implies [" +
                      std::to_string(n) + "]");
     std::vector<float> v(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
@@ -104,8 +98,8 @@ class WeightResolver {
       expect.push_back(rows);
       expect.push_back(cols);
       if (!ShapeMatches(t->shape, expect))
-        return Corrupt("[weights] " + t->name + ": shape " + WeightShapeString(t->shape) + " but config implies " +
-                       WeightShapeString(expect));
+        return Corrupt("[weights] " + t->name + ": shape " + ShapeString(t->shape) + " but config implies " +
+                       ShapeString(expect));
       if (t->dtype != DType::kF32 && t->dtype != DType::kBF16 && t->dtype != DType::kF16)
         return Unsupported("[weights] " + t->name + ": dtype " + std::string(DTypeName(t->dtype)) +
                            " (dense weights must be F32, BF16 or F16" +
@@ -134,11 +128,11 @@ class WeightResolver {
     if (codes->dtype != DType::kU32 || !ShapeMatches(codes->shape, code_shape))
       return Corrupt("[weights] " + codes->name + ": " + codes->Describe() + " but " +
                      std::to_string(q.bits) + "-bit group " + std::to_string(q.group_size) + " implies " +
-                     WeightShapeString(code_shape) + " U32");
+                     ShapeString(code_shape) + " U32");
     for (const TensorInfo* t : {scales, biases}) {
       if (!ShapeMatches(t->shape, group_shape))
-        return Corrupt("[weights] " + t->name + ": shape " + WeightShapeString(t->shape) + " but expected " +
-                       WeightShapeString(group_shape));
+        return Corrupt("[weights] " + t->name + ": shape " + ShapeString(t->shape) + " but expected " +
+                       ShapeString(group_shape));
       if (t->dtype != DType::kBF16 && t->dtype != DType::kF16 && t->dtype != DType::kF32)
         return Unsupported("[weights] " + t->name + ": dtype " + std::string(DTypeName(t->dtype)));
     }

@@ -22,15 +22,6 @@ constexpr char kSingleName[] = "model.safetensors";
 
 std::string Prefix(const std::string& label) { return "[safetensors] " + label + ": "; }
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 std::string JoinPath(const std::string& dir, const std::string& name) {
   if (dir.empty()) return name;
   return dir.back() == '/' ? dir + name : dir + "/" + name;
@@ -45,6 +36,15 @@ int64_t TensorInfo::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
 }
 
 std::string TensorInfo::Describe() const { return ShapeString(shape) + " " + std::string(DTypeName(dtype)); }

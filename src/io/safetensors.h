@@ -35,6 +35,9 @@
 
 namespace g4 {
 
+// "[2048, 512]": a shape as error messages write it.
+std::string ShapeString(const std::vector<int64_t>& shape);
+
 // A view of one stored tensor. `data` points into a mapping owned by the
 // SafetensorsFile (or Checkpoint) it came from and lives as long as that.
 struct TensorInfo {

@@ -21,8 +21,7 @@ void HandleMessages(ServerContext& ctx, const httplib::Request& req, httplib::Re
   if (!request.ok()) return FailAnthropic(res, request.status());
   PostedJobs posted;
   int prompt_tokens = 0;
-  if (auto err = PostChatJob(ctx, *request, &posted, &prompt_tokens))
-    return RespondError(res, *err, ApiFlavor::kAnthropic);
+  if (auto err = PostChatJob(ctx, *request, &posted, &prompt_tokens)) return RespondError(res, *err, ApiFlavor::kAnthropic);
 
   const bool stream = request->gen.stream;
   struct State {

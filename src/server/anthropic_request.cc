@@ -5,8 +5,6 @@
 namespace g4::server {
 namespace {
 
-Status RefuseAnthropic(const std::string& what) { return Unsupported("[request] " + what); }
-
 // The text of a tool_result's content: a string or text blocks.
 Status ToolResultText(const Json& block, const std::string& at, std::string* out) {
   const Json* c = Find(block, "content");
@@ -23,7 +21,7 @@ Status ToolResultText(const Json& block, const std::string& at, std::string* out
     if (!b.is_object()) return FieldError(bat.substr(0, bat.size() - 1), "must be an object");
     G4_RETURN_IF_ERROR(ReadString(b, "type", &type, bat));
     if (type != "text")
-      return RefuseAnthropic("tool_result content of type '" + type.value_or("?") + "' is not supported");
+      return RefuseRequest("tool_result content of type '" + type.value_or("?") + "' is not supported");
     G4_RETURN_IF_ERROR(ReadString(b, "text", &text, bat));
     if (!out->empty()) *out += "\n";
     *out += text.value_or("");
@@ -85,7 +83,7 @@ Status ParseBlocks(const Json& content, const std::string& where, bool assistant
       G4_RETURN_IF_ERROR(ToolResultText(b, at, &result.content));
       turn->tool_results.push_back(std::move(result));
     } else if (*type == "image" || *type == "document" || *type == "search_result") {
-      return RefuseAnthropic("content block type '" + *type + "' is not supported: g4 serves text only");
+      return RefuseRequest("content block type '" + *type + "' is not supported: g4 serves text only");
     } else {
       return FieldError(at + "type", "'" + *type + "' is not a valid block for a " +
                                          (assistant ? "assistant" : "user") + " message");
@@ -127,7 +125,7 @@ Status ParseAnthropicTools(const Json& body, std::vector<ToolDefinition>* out) {
     std::optional<std::string> type, name, description;
     G4_RETURN_IF_ERROR(ReadString(t, "type", &type, at));
     if (type && *type != "custom")
-      return RefuseAnthropic("tool type '" + *type + "' (a server tool) is not supported: only client tools");
+      return RefuseRequest("tool type '" + *type + "' (a server tool) is not supported: only client tools");
     G4_RETURN_IF_ERROR(ReadString(t, "name", &name, at));
     if (!name || name->empty()) return FieldError(at + "name", "is required");
     G4_RETURN_IF_ERROR(ReadString(t, "description", &description, at));
@@ -198,8 +196,8 @@ StatusOr<ChatRequest> ParseMessagesRequest(const Json& body, bool count_tokens, 
     if (type == "none") {
       r.tools.clear();
     } else if (type == "any" || type == "tool") {
-      return RefuseAnthropic("tool_choice \"" + *type +
-                             "\" needs constrained decoding, which g4 does not have yet; use \"auto\"");
+      return RefuseRequest("tool_choice \"" + *type +
+                           "\" needs constrained decoding, which g4 does not have yet; use \"auto\"");
     } else if (type != "auto") {
       return FieldError("tool_choice.type", "must be \"auto\", \"any\", \"tool\" or \"none\"");
     }

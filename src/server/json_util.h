@@ -40,5 +40,7 @@ Status ReadNumber(const Json& obj, const char* key, std::optional<double>* out, 
 
 // "Field 'x' must be ..." errors.
 Status FieldError(const std::string& name, const std::string& what);
+// A request asking for what g4 does not do: kUnsupported, "[request] what".
+Status RefuseRequest(const std::string& what);
 
 }  // namespace g4::server

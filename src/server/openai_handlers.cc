@@ -27,8 +27,7 @@ void HandleChatCompletions(ServerContext& ctx, const httplib::Request& req, http
   if (!request.ok()) return FailOpenAi(res, request.status());
   PostedJobs posted;
   int prompt_tokens = 0;
-  if (auto err = PostChatJob(ctx, *request, &posted, &prompt_tokens))
-    return RespondError(res, *err, ApiFlavor::kOpenAi);
+  if (auto err = PostChatJob(ctx, *request, &posted, &prompt_tokens)) return RespondError(res, *err, ApiFlavor::kOpenAi);
 
   const GenerationRequest& g = request->gen;
   const int n = g.n;
@@ -140,11 +139,8 @@ void HandleModels(ServerContext& ctx, const httplib::Request&, httplib::Response
 void HandleModel(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const std::string id = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
   if (id != ctx.options.model_id)
-    return RespondError(
-        res,
-        {404, "the model '" + id + "' does not exist; this server has '" + ctx.options.model_id + "'",
-         "model"},
-        ApiFlavor::kOpenAi);
+    return RespondError(res, {404, "the model '" + id + "' does not exist; this server has '" + ctx.options.model_id + "'", "model"},
+                        ApiFlavor::kOpenAi);
   res.set_content(
       Dump({{"id", ctx.options.model_id}, {"object", "model"}, {"created", ctx.created}, {"owned_by", "g4"}}),
       "application/json");

@@ -47,8 +47,6 @@ Status ParseLogitBias(const Json& body, const RequestLimits& limits, std::map<in
   return Status::Ok();
 }
 
-Status Refuse(const std::string& what) { return Unsupported("[request] " + what); }
-
 }  // namespace
 
 Status ParseOpenAiGeneration(const Json& body, const RequestLimits& limits, bool chat, GenerationRequest* g) {
@@ -145,7 +143,7 @@ Status ParseContent(const Json& msg, const std::string& where, std::string* out)
     } else if (!type) {
       return FieldError(at + ".type", "is required");
     } else {
-      return Refuse("content part type '" + *type + "' at " + at + " is not supported: g4 serves text only");
+      return RefuseRequest("content part type '" + *type + "' at " + at + " is not supported: g4 serves text only");
     }
   }
   return Status::Ok();
@@ -231,7 +229,7 @@ Status ParseOpenAiTools(const Json& body, std::vector<ToolDefinition>* out) {
     std::optional<std::string> type, name, description;
     G4_RETURN_IF_ERROR(ReadString(t, "type", &type, at));
     if (type.value_or("function") != "function")
-      return Refuse("tool type '" + *type + "' at " + at.substr(0, at.size() - 1) +
+      return RefuseRequest("tool type '" + *type + "' at " + at.substr(0, at.size() - 1) +
                     " is not supported: only \"function\" tools");
     const Json* fn = Find(t, "function");
     if (!fn || !fn->is_object()) return FieldError(at + "function", "is required and must be an object");
@@ -258,19 +256,20 @@ StatusOr<ChatRequest> ParseChatCompletionRequest(const Json& body, const Request
   G4_RETURN_IF_ERROR(ParseMessages(body, &r.messages));
   G4_RETURN_IF_ERROR(ParseOpenAiTools(body, &r.tools));
   if (Find(body, "functions") || Find(body, "function_call"))
-    return Refuse("'functions' and 'function_call' are deprecated and not supported; use 'tools'");
+    return RefuseRequest("'functions' and 'function_call' are deprecated and not supported; use 'tools'");
   if (const Json* tc = Find(body, "tool_choice")) {
     if (tc->is_string()) {
       const std::string c = tc->get<std::string>();
       if (c == "none") {
         r.tools.clear();
       } else if (c == "required") {
-        return Refuse("tool_choice \"required\" needs constrained decoding, which g4 does not have yet; use \"auto\"");
+        return RefuseRequest(
+            "tool_choice \"required\" needs constrained decoding, which g4 does not have yet; use \"auto\"");
       } else if (c != "auto") {
         return FieldError("tool_choice", "must be \"none\", \"auto\" or \"required\"");
       }
     } else if (tc->is_object()) {
-      return Refuse(
+      return RefuseRequest(
           "tool_choice naming a function needs constrained decoding, which g4 does not have yet; use "
           "\"auto\"");
     } else {
@@ -284,7 +283,7 @@ StatusOr<ChatRequest> ParseChatCompletionRequest(const Json& body, const Request
     std::optional<std::string> type;
     G4_RETURN_IF_ERROR(ReadString(*rf, "type", &type, "response_format."));
     if (type.value_or("text") != "text")
-      return Refuse("response_format '" + *type +
+      return RefuseRequest("response_format '" + *type +
                     "' is not supported: g4 has no structured output yet (only {\"type\": \"text\"})");
   }
   if (const Json* kw = Find(body, "chat_template_kwargs")) {
@@ -341,10 +340,10 @@ StatusOr<CompletionRequest> ParseCompletionRequest(const Json& body, const Reque
   r.echo = echo.value_or(false);
   std::optional<std::string> suffix;
   G4_RETURN_IF_ERROR(ReadString(body, "suffix", &suffix));
-  if (suffix && !suffix->empty()) return Refuse("'suffix' (fill-in-the-middle) is not supported");
+  if (suffix && !suffix->empty()) return RefuseRequest("'suffix' (fill-in-the-middle) is not supported");
   std::optional<int64_t> best_of;
   G4_RETURN_IF_ERROR(ReadInt(body, "best_of", &best_of, 1, limits.max_n));
-  if (best_of && *best_of != r.gen.n) return Refuse("'best_of' other than 'n' is not supported");
+  if (best_of && *best_of != r.gen.n) return RefuseRequest("'best_of' other than 'n' is not supported");
   return r;
 }
 

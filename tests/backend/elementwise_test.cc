@@ -13,6 +13,7 @@
 namespace g4 {
 namespace {
 
+using testing::GeluTanhRef;
 using testing::DeviceTensor;
 using testing::kEps;
 
@@ -36,7 +37,7 @@ TEST_P(ElementwiseTest, GeluMulWithAliasing) {
       if (n > 3) g[3] = 1e-6f;  // near zero
       std::vector<double> ref(n), tol(n);
       for (int64_t i = 0; i < n; ++i) {
-        ref[i] = testing::GeluTanhRef(g[i]) * u[i];
+        ref[i] = GeluTanhRef(g[i]) * u[i];
         // float32 evaluation of the same formula: 1 + tanh cancels for large
         // negative inputs (as it does in torch), so allow eps * |x u| absolute.
         tol[i] = 8 * kEps * std::fabs(ref[i]) + kEps * std::fabs(g[i] * u[i]) + 1e-30;

@@ -19,6 +19,7 @@
 namespace g4 {
 namespace {
 
+using testing::GaussianFloats;
 TEST(BitPacking, RoundTripsAndIsLsbFirstAtEveryWidth) {
   std::mt19937 rng(7);
   for (int bits = 1; bits <= 8; ++bits) {
@@ -54,7 +55,7 @@ TEST(AffineCodec, ErrorWithinHalfAStepForEveryElement) {
     for (int group : {32, 64, 128}) {
       for (float mean : {0.0f, 3.0f, -20.0f}) {
         const AffineRowFormat f{bits, group, 512};
-        const std::vector<float> x = testing::GaussianFloats(f.width, ++seed, 2.0f, mean);
+        const std::vector<float> x = GaussianFloats(f.width, ++seed, 2.0f, mean);
         std::vector<uint8_t> codes(f.code_bytes());
         std::vector<uint16_t> scales(f.groups()), biases(f.groups());
         AffineQuantizeRow(x.data(), f, codes.data(), scales.data(), biases.data());
@@ -101,7 +102,7 @@ TEST(TurboKeys, ErrorWithinHalfAStep) {
     for (float mean : {0.0f, 1.5f}) {
       const TurboRowFormat f{bits, 3, 128, 2};
       ASSERT_TRUE(ValidateTurboFormat(f).ok());
-      const std::vector<float> x = testing::GaussianFloats(f.width(), ++seed, 1.0f, mean);
+      const std::vector<float> x = GaussianFloats(f.width(), ++seed, 1.0f, mean);
       std::vector<uint8_t> idx(f.key_index_bytes());
       std::vector<uint16_t> scales(f.groups()), zeros(f.groups());
       TurboEncodeKeysRow(x.data(), f, idx.data(), scales.data(), zeros.data());
@@ -151,7 +152,7 @@ TEST(TurboRotation, IsExactlyOrthogonalAndInvertible) {
         worst = std::max(worst, std::fabs(dot - (a == b ? 1.0 : 0.0)));
       }
     EXPECT_LT(worst, 1e-6) << "R R^T != I for d=" << d;
-    const std::vector<float> x = testing::GaussianFloats(d, 900 + d);
+    const std::vector<float> x = GaussianFloats(d, 900 + d);
     std::vector<float> y = x;
     kvfmt::RotateForward(y.data(), d, signs);
     double norm_x = 0, norm_y = 0;
@@ -175,7 +176,7 @@ TEST(TurboValues, DistortionWithinFifteenPercentOfLloydMax) {
     double err = 0, var = 0;
     uint32_t seed = 1000 + c.bits;
     for (int row = 0; row < 400; ++row) {
-      const std::vector<float> x = testing::GaussianFloats(f.width(), ++seed);
+      const std::vector<float> x = GaussianFloats(f.width(), ++seed);
       std::vector<uint8_t> packed(f.value_index_bytes());
       std::vector<uint16_t> scales(f.groups());
       TurboEncodeValuesRow(x.data(), f, packed.data(), scales.data());
@@ -197,11 +198,11 @@ TEST(TurboValues, DistortionWithinFifteenPercentOfLloydMax) {
 TEST(TurboValues, RotatedDomainDecodeCommutesWithWeightedSums) {
   const TurboRowFormat f{8, 3, 64, 2};
   const int rows = 9;
-  std::vector<float> weights = testing::GaussianFloats(rows, 5);
+  std::vector<float> weights = GaussianFloats(rows, 5);
   std::vector<double> eager(f.width(), 0.0);
   std::vector<float> deferred(f.width(), 0.0f);
   for (int r = 0; r < rows; ++r) {
-    const std::vector<float> x = testing::GaussianFloats(f.width(), 50 + r);
+    const std::vector<float> x = GaussianFloats(f.width(), 50 + r);
     std::vector<uint8_t> packed(f.value_index_bytes());
     std::vector<uint16_t> scales(f.groups());
     TurboEncodeValuesRow(x.data(), f, packed.data(), scales.data());

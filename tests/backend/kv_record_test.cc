@@ -23,6 +23,7 @@
 namespace g4 {
 namespace {
 
+using testing::GaussianFloats;
 KvRecordFormat MustMake(const KvCodecSpec& spec, int heads, int head_dim) {
   StatusOr<KvRecordFormat> f = KvRecordFormat::Make(spec, heads, head_dim);
   EXPECT_TRUE(f.ok()) << spec.signature() << " " << heads << "x" << head_dim << ": " << f.status().ToString();
@@ -161,7 +162,7 @@ TEST(KvRecordFormat, TurboPlanesAndGeometry) {
 // decodes back from its own record only.
 void ExpectRecordsIndependent(const KvRecordFormat& f, uint32_t seed) {
   const int64_t n = 5, w = f.width();
-  const std::vector<float> k = testing::GaussianFloats(n * w, seed), v = testing::GaussianFloats(n * w, seed + 1, 2.0f);
+  const std::vector<float> k = GaussianFloats(n * w, seed), v = GaussianFloats(n * w, seed + 1, 2.0f);
   std::vector<uint8_t> all(n * f.record_bytes), one(f.record_bytes);
   EncodeKvRecords(f, k.data(), v.data(), n, all.data());
   for (int64_t t = 0; t < n; ++t) {
@@ -177,7 +178,7 @@ TEST(KvRecords, PlainRoundTripsAtItsPrecision) {
       const KvRecordFormat f = MustMake(KvCodecSpec::Plain(t), 2, head_dim);
       const int64_t n = 7, w = f.width();
       // Spread magnitudes so bf16/f16 rounding sees many exponents.
-      std::vector<float> k = testing::GaussianFloats(n * w, head_dim + 10, 3.0f), v = testing::GaussianFloats(n * w, head_dim + 20, 0.01f);
+      std::vector<float> k = GaussianFloats(n * w, head_dim + 10, 3.0f), v = GaussianFloats(n * w, head_dim + 20, 0.01f);
       std::vector<uint8_t> rec(n * f.record_bytes);
       EncodeKvRecords(f, k.data(), v.data(), n, rec.data());
       std::vector<float> k2(n * w), v2(n * w);
@@ -228,7 +229,7 @@ TEST(KvRecords, AffineWithinHalfAStepPerElement) {
     for (int group : {32, 64, 128}) {
       const KvRecordFormat f = MustMake(KvCodecSpec::Affine(bits, group), 2, 128);
       const int64_t n = 4, w = f.width(), groups = w / group;
-      const std::vector<float> k = testing::GaussianFloats(n * w, ++seed, 1.0f, 0.5f), v = testing::GaussianFloats(n * w, ++seed, 4.0f, -3.0f);
+      const std::vector<float> k = GaussianFloats(n * w, ++seed, 1.0f, 0.5f), v = GaussianFloats(n * w, ++seed, 4.0f, -3.0f);
       std::vector<uint8_t> rec(n * f.record_bytes);
       EncodeKvRecords(f, k.data(), v.data(), n, rec.data());
       std::vector<float> k2(n * w), v2(n * w);
@@ -268,7 +269,7 @@ TEST(KvRecords, TurboKeysWithinAStepAndValuesNearLloydMax) {
     for (int vb : {2, 3, 4, 5, 8}) {
       const KvRecordFormat f = MustMake(KvCodecSpec::Turbo(kb, vb), 2, 64);
       const int64_t n = 64, w = f.width();
-      const std::vector<float> k = testing::GaussianFloats(n * w, ++seed, 1.0f, 0.3f), v = testing::GaussianFloats(n * w, ++seed);
+      const std::vector<float> k = GaussianFloats(n * w, ++seed, 1.0f, 0.3f), v = GaussianFloats(n * w, ++seed);
       std::vector<uint8_t> rec(n * f.record_bytes);
       EncodeKvRecords(f, k.data(), v.data(), n, rec.data());
       std::vector<float> k2(n * w), v2(n * w), v_rot(n * w), k3(n * w);

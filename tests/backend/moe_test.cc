@@ -19,6 +19,7 @@
 namespace g4 {
 namespace {
 
+using testing::GeluTanhRef;
 using testing::DeviceTensor;
 using testing::kEps;
 
@@ -163,9 +164,9 @@ void Reference(const ExpertSet& s, const std::vector<float>& x, const std::vecto
                                                                           hidden, g.w.group_size);
         const double u_err = mm_in * ua + testing::QuantizedInputBound(xd.data(), nullptr, u.magnitude.data() + i * hidden,
                                                                         hidden, u.w.group_size);
-        act[i] = testing::GeluTanhRef(gv) * uv;
+        act[i] = GeluTanhRef(gv) * uv;
         // |gelu'| <= 1.13; GeluMul's own evaluation error as in elementwise_test.
-        act_err[i] = 1.13 * g_err * (std::fabs(uv) + u_err) + (std::fabs(testing::GeluTanhRef(gv)) + 1.13 * g_err) * u_err +
+        act_err[i] = 1.13 * g_err * (std::fabs(uv) + u_err) + (std::fabs(GeluTanhRef(gv)) + 1.13 * g_err) * u_err +
                      8 * kEps * std::fabs(act[i]) + kEps * std::fabs(gv * uv) + kEps * g_err * std::fabs(uv);
       }
       const double wj = w[t * k + j];

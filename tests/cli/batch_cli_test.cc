@@ -16,6 +16,7 @@
 namespace g4 {
 namespace {
 
+using testing::DemoModelDir;
 using testing::RunG4;
 
 std::vector<std::string> Lines(const std::string& text) {
@@ -36,7 +37,7 @@ TEST(GenerateCli, PromptsFileGivesEveryPromptItsSoloGreedyText) {
     out << nlohmann::json{{"prompt", prompts[2]}, {"max_tokens", 7}}.dump() << "\n";
     out << prompts[3] << "\n";
   }
-  auto batch = RunG4("generate " + testing::DemoModelDir() + " --prompts " + file + " --temp 0 -n 20 --max-seqs 3 --chunk 24");
+  auto batch = RunG4("generate " + DemoModelDir() + " --prompts " + file + " --temp 0 -n 20 --max-seqs 3 --chunk 24");
   ASSERT_EQ(batch.exit_code, 0) << batch.all;
   const auto lines = Lines(batch.out);
   ASSERT_EQ(lines.size(), prompts.size()) << batch.out;
@@ -44,7 +45,7 @@ TEST(GenerateCli, PromptsFileGivesEveryPromptItsSoloGreedyText) {
     const auto j = nlohmann::json::parse(lines[i]);
     EXPECT_EQ(j["index"], i);
     const int n = i == 2 ? 7 : 20;
-    auto solo = RunG4("generate " + testing::DemoModelDir() + " \"" + prompts[i] + "\" --temp 0 -n " + std::to_string(n));
+    auto solo = RunG4("generate " + DemoModelDir() + " \"" + prompts[i] + "\" --temp 0 -n " + std::to_string(n));
     ASSERT_EQ(solo.exit_code, 0) << solo.all;
     std::string text = solo.out;
     ASSERT_FALSE(text.empty());
@@ -60,10 +61,10 @@ TEST(GenerateCli, BadPromptsFileIsOneClearError) {
     std::ofstream out(file);
     out << "fine\n{\"prompt\": 3}\n";
   }
-  auto r = RunG4("generate " + testing::DemoModelDir() + " --prompts " + file);
+  auto r = RunG4("generate " + DemoModelDir() + " --prompts " + file);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.all.find("line 2"), std::string::npos) << r.all;
-  auto both = RunG4("generate " + testing::DemoModelDir() + " hello --prompts " + file);
+  auto both = RunG4("generate " + DemoModelDir() + " hello --prompts " + file);
   EXPECT_NE(both.exit_code, 0);
 }
 
@@ -94,7 +95,7 @@ TEST(LogitsCli, SeveralIdsRunAsOneBatchWithTheirSoloLogits) {
 }
 
 TEST(BenchCli, BatchReportsAggregateAndPerRowDecode) {
-  auto r = RunG4("bench --model " + testing::DemoModelDir() + " --prompt 8 --gen 4 --batch 3 --json --memcpy-mib 0");
+  auto r = RunG4("bench --model " + DemoModelDir() + " --prompt 8 --gen 4 --batch 3 --json --memcpy-mib 0");
   ASSERT_EQ(r.exit_code, 0) << r.all;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["batch"], 3);

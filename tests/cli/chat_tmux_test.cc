@@ -18,6 +18,8 @@
 namespace g4 {
 namespace {
 
+using testing::DemoModelDir;
+using testing::G4Binary;
 namespace fs = std::filesystem;
 using testing::PromptLines;
 using testing::TmuxSession;
@@ -26,12 +28,12 @@ using testing::Unwrapped;
 TEST(ChatTmux, CtrlCStopsAnswerAndKeepsChat) {
   if (!testing::HaveTmux()) GTEST_SKIP() << "tmux not installed";
   const std::string dir = testing::MakeTempDir() + "/tiny";
-  const std::string synth = testing::Sh(testing::G4Binary() + " synth --preset tiny --quant q8 --seed 3 --tokenizer " +
+  const std::string synth = testing::Sh(G4Binary() + " synth --preset tiny --quant q8 --seed 3 --tokenizer " +
                                         testing::TestDataPath("tokenizer/tokenizer.json") + " --out " + dir);
   ASSERT_NE(synth.find("bytes"), std::string::npos) << synth;
 
   // A random model rarely emits a stop token: the answer runs until Ctrl-C.
-  TmuxSession t("g4chat", testing::G4Binary() + " chat " + dir + " --no-history --temp 1 --seed 1 --max-tokens 100000");
+  TmuxSession t("g4chat", G4Binary() + " chat " + dir + " --no-history --temp 1 --seed 1 --max-tokens 100000");
   ASSERT_TRUE(t.WaitFor([](const std::string& s) { return PromptLines(s) >= 1; }, 60)) << t.Screen();
   t.Keys("'Hello there' Enter");
   // Wait until the answer has streamed a good amount of text past the prompt line.
@@ -74,7 +76,7 @@ TEST(ChatTmux, LineEditingHistoryAndSavedConversations) {
   const std::string saved = home + "/talk.g4kv";
   const std::string env = "env -u XDG_STATE_HOME HOME=" + home + " ";
   {
-    TmuxSession t("g4edit", env + testing::G4Binary() + " chat -m " + testing::DemoModelDir() + " --temp 0 -n 40");
+    TmuxSession t("g4edit", env + G4Binary() + " chat -m " + DemoModelDir() + " --temp 0 -n 40");
     ASSERT_TRUE(t.WaitForText("/help for commands", 30)) << t.Screen();
     // Arrow keys move the cursor: "wrld" becomes "world" before it is sent.
     t.Keys("'wrld' Left Left Left 'o' Enter");
@@ -104,7 +106,7 @@ TEST(ChatTmux, LineEditingHistoryAndSavedConversations) {
   std::smatch m;
   std::string first_screen;
   {
-    TmuxSession t("g4load", env + testing::G4Binary() + " chat " + testing::DemoModelDir() + " --temp 0 -n 3");
+    TmuxSession t("g4load", env + G4Binary() + " chat " + DemoModelDir() + " --temp 0 -n 3");
     ASSERT_TRUE(t.WaitForText("/help for commands", 30)) << t.Screen();
     // History from the last session: Up four times reaches "world".
     t.Keys("Up Up Up Up");
@@ -131,7 +133,7 @@ TEST(ChatTmux, LineEditingHistoryAndSavedConversations) {
 TEST(ChatPipes, AnswersOnStdoutEverythingElseOnStderr) {
   const std::string tmp = testing::MakeTempDir();
   std::ofstream(tmp + "/in.txt") << "What is a Python dictionary?\n\"\"\"\nName a sorting\nalgorithm.\n\"\"\"\n/quit\n";
-  const auto r = testing::RunG4("chat " + testing::DemoModelDir() + " --temp 0 -n 24 < " + tmp + "/in.txt");
+  const auto r = testing::RunG4("chat " + DemoModelDir() + " --temp 0 -n 24 < " + tmp + "/in.txt");
   ASSERT_EQ(r.exit_code, 0) << r.all;
   const std::string err = r.all.substr(r.out.size());
   EXPECT_NE(err.find("g4 chat: "), std::string::npos) << err;  // the banner
@@ -140,11 +142,11 @@ TEST(ChatPipes, AnswersOnStdoutEverythingElseOnStderr) {
   EXPECT_EQ(r.out.find("tokens"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("> "), std::string::npos) << r.out;  // no prompts without a terminal
   // A conversation past the context (-c) is refused with a way out, and the chat goes on.
-  const auto full = testing::RunG4("chat " + testing::DemoModelDir() + " -c 16 -n 4 < " + tmp + "/in.txt");
+  const auto full = testing::RunG4("chat " + DemoModelDir() + " -c 16 -n 4 < " + tmp + "/in.txt");
   ASSERT_EQ(full.exit_code, 0) << full.all;
   EXPECT_NE(full.all.find("past the context (16): /reset starts over"), std::string::npos) << full.all;
   // The first answer is the text `g4 generate` gives for the same turn.
-  const auto solo = testing::RunG4("generate " + testing::DemoModelDir() + " 'What is a Python dictionary?' --temp 0 -n 24 -q");
+  const auto solo = testing::RunG4("generate " + DemoModelDir() + " 'What is a Python dictionary?' --temp 0 -n 24 -q");
   ASSERT_GT(solo.out.size(), 1u);
   EXPECT_EQ(r.out.rfind(solo.out, 0), 0u) << r.out << "\nvs\n" << solo.out;
 }

@@ -15,25 +15,26 @@
 namespace g4 {
 namespace {
 
+using testing::DemoModelDir;
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::RunG4;
 
 json GenerateJson(const std::string& args) {
-  const auto r = RunG4("generate " + testing::DemoModelDir() + " " + args + " -q");
+  const auto r = RunG4("generate " + DemoModelDir() + " " + args + " -q");
   EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.all;
   return json::parse(r.out, nullptr, false);
 }
 
 TEST(GenerateCli, LogprobsAreTheLogSoftmaxOfTheModelsLogits) {
   const std::string text = "The package manager downloads the files";
-  const auto ids = RunG4("tokenize " + testing::DemoModelDir() + " --bos --ids-only -q '" + text + "'");
+  const auto ids = RunG4("tokenize " + DemoModelDir() + " --bos --ids-only -q '" + text + "'");
   ASSERT_EQ(ids.exit_code, 0) << ids.all;
   std::string id_list = ids.out.substr(1, ids.out.find(']') - 1);
   std::erase(id_list, ' ');
   const int steps = 4, top = 5;
   const std::string out = testing::MakeTempDir() + "/l.safetensors";
-  const auto logits = RunG4("logits " + testing::DemoModelDir() + " --ids " + id_list + " --greedy " + std::to_string(steps) +
+  const auto logits = RunG4("logits " + DemoModelDir() + " --ids " + id_list + " --greedy " + std::to_string(steps) +
                             " --out " + out);
   ASSERT_EQ(logits.exit_code, 0) << logits.all;
   auto file = SafetensorsFile::Open(out);
@@ -117,7 +118,7 @@ TEST(GenerateCli, PromptCacheIsReusedWhenThePromptExtendsIt) {
   EXPECT_EQ(third["cached_tokens"].get<int>(), second["prompt_tokens"].get<int>() - 1);
   EXPECT_EQ(third["text"], fresh["text"]);
   // A file of another KV scheme is not used, said so, and replaced.
-  const auto other = RunG4("generate " + testing::DemoModelDir() + " --raw '" + b + "' --temp 0 -n 8 --json --kv affine:8 "
+  const auto other = RunG4("generate " + DemoModelDir() + " --raw '" + b + "' --temp 0 -n 8 --json --kv affine:8 "
                            "--prompt-cache " + cache);
   ASSERT_EQ(other.exit_code, 0) << other.all;
   EXPECT_NE(other.all.find("prompt cache not used"), std::string::npos) << other.all;
@@ -131,7 +132,7 @@ TEST(GenerateCli, ContextSizeBoundsPromptAndAnswer) {
                                     std::to_string(prompt + 3));
   EXPECT_EQ(bounded["completion_tokens"].get<int>(), 3);
   EXPECT_EQ(bounded["finish_reason"], "length");
-  const auto over = RunG4("generate " + testing::DemoModelDir() + " 'What is a Python dictionary?' -c " + std::to_string(prompt));
+  const auto over = RunG4("generate " + DemoModelDir() + " 'What is a Python dictionary?' -c " + std::to_string(prompt));
   EXPECT_EQ(over.exit_code, 1);
   EXPECT_NE(over.all.find("--ctx-size"), std::string::npos) << over.all;
 }

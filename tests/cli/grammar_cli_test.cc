@@ -16,13 +16,15 @@
 namespace g4 {
 namespace {
 
+using testing::DemoModelDir;
+using testing::StderrOf;
 using testing::RunG4;
 
 std::string Tiny() { return testing::TestDataPath("models/tiny-e"); }
 
 TEST(CliGrammar, UsageErrorsExit2WithOneCommandLine) {
   const std::string tmp = testing::MakeTempDir();
-  const std::string demo = testing::DemoModelDir();
+  const std::string demo = DemoModelDir();
   struct Case {
     std::string cmd, args;
   };
@@ -59,7 +61,7 @@ TEST(CliGrammar, UsageErrorsExit2WithOneCommandLine) {
   for (const Case& c : cases) {
     const auto r = RunG4(c.cmd + " " + c.args + " </dev/null");
     EXPECT_EQ(r.exit_code, 2) << c.cmd << " " << c.args << "\n" << r.all;
-    const std::string err = testing::StderrOf(r);
+    const std::string err = StderrOf(r);
     EXPECT_EQ(err.rfind("g4 " + c.cmd + ": ", 0), 0u) << c.cmd << " " << c.args << "\n" << err;
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << c.cmd << " " << c.args << "\n" << err;
     EXPECT_EQ(r.out, "") << c.cmd << " " << c.args;
@@ -71,12 +73,12 @@ TEST(CliGrammar, LlamaCppFlagsGetAHintInsteadOfBeingMisread) {
     std::string args, hint;
   };
   const std::vector<Case> cases = {
-      {"generate " + testing::DemoModelDir() + " hi -ngl 99", "use --backend"},
-      {"generate " + testing::DemoModelDir() + " hi --n-gpu-layers=99", "use --backend"},
-      {"chat " + testing::DemoModelDir() + " -fa", "fused"},
-      {"bench " + testing::DemoModelDir() + " -ub 256", "--chunk"},
-      {"generate " + testing::DemoModelDir() + " hi -ctk q8_0", "--kv"},
-      {"generate " + testing::DemoModelDir() + " hi --hf-repo google/gemma-4-E2B-it", "-m"},
+      {"generate " + DemoModelDir() + " hi -ngl 99", "use --backend"},
+      {"generate " + DemoModelDir() + " hi --n-gpu-layers=99", "use --backend"},
+      {"chat " + DemoModelDir() + " -fa", "fused"},
+      {"bench " + DemoModelDir() + " -ub 256", "--chunk"},
+      {"generate " + DemoModelDir() + " hi -ctk q8_0", "--kv"},
+      {"generate " + DemoModelDir() + " hi --hf-repo google/gemma-4-E2B-it", "-m"},
   };
   for (const Case& c : cases) {
     const auto r = RunG4(c.args);
@@ -85,28 +87,28 @@ TEST(CliGrammar, LlamaCppFlagsGetAHintInsteadOfBeingMisread) {
     EXPECT_NE(r.all.find(c.hint), std::string::npos) << r.all;
   }
   // A g4 flag that shares a llama.cpp spelling is g4's: -c is the context.
-  const auto ok = RunG4("generate " + testing::DemoModelDir() + " hi -c 64 -n 2 -q");
+  const auto ok = RunG4("generate " + DemoModelDir() + " hi -c 64 -n 2 -q");
   EXPECT_EQ(ok.exit_code, 0) << ok.all;
 }
 
 TEST(CliGrammar, ModelFlagAndFirstArgumentAreTheSameAndStopTakesOneValue) {
   const std::string common = " --temp 0 -n 12 -q";
-  const auto positional = RunG4("generate " + testing::DemoModelDir() + " 'What is a Python dictionary?'" + common);
+  const auto positional = RunG4("generate " + DemoModelDir() + " 'What is a Python dictionary?'" + common);
   ASSERT_EQ(positional.exit_code, 0) << positional.all;
   ASSERT_GT(positional.out.size(), 1u);
   for (const std::string& args :
-       {"generate -m " + testing::DemoModelDir() + " 'What is a Python dictionary?'" + common,
-        "generate 'What is a Python dictionary?' --model " + testing::DemoModelDir() + common,
-        "generate -m " + testing::DemoModelDir() + " -p 'What is a Python dictionary?'" + common,
+       {"generate -m " + DemoModelDir() + " 'What is a Python dictionary?'" + common,
+        "generate 'What is a Python dictionary?' --model " + DemoModelDir() + common,
+        "generate -m " + DemoModelDir() + " -p 'What is a Python dictionary?'" + common,
         // --stop takes exactly one value: the prompt after it stays the prompt.
-        "generate -m " + testing::DemoModelDir() + " --stop QQQ --stop ZZZ 'What is a Python dictionary?'" + common}) {
+        "generate -m " + DemoModelDir() + " --stop QQQ --stop ZZZ 'What is a Python dictionary?'" + common}) {
     const auto r = RunG4(args);
     ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.all;
     EXPECT_EQ(r.out, positional.out) << args;
   }
   // A stop string that occurs ends the text before it.
   const std::string word = positional.out.substr(positional.out.size() / 2, 3);
-  const auto stopped = RunG4("generate " + testing::DemoModelDir() + " 'What is a Python dictionary?' --stop '" + word + "'" + common);
+  const auto stopped = RunG4("generate " + DemoModelDir() + " 'What is a Python dictionary?' --stop '" + word + "'" + common);
   ASSERT_EQ(stopped.exit_code, 0) << stopped.all;
   EXPECT_EQ(stopped.out.find(word), std::string::npos) << stopped.out;
   EXPECT_EQ(positional.out.rfind(stopped.out.substr(0, stopped.out.size() - 1), 0), 0u);
@@ -119,7 +121,7 @@ TEST(CliGrammar, ThreadsFlagSetsTheThreadCount) {
   for (const char* bind : {"", "close"}) {
     ::setenv("OMP_PROC_BIND", bind, 1);
     for (int t : {1, 3}) {
-      const auto r = RunG4("bench -m " + testing::DemoModelDir() + " --backend cpu --prompt 4 --gen 2 --memcpy-mib 0 --json -t " +
+      const auto r = RunG4("bench -m " + DemoModelDir() + " --backend cpu --prompt 4 --gen 2 --memcpy-mib 0 --json -t " +
                            std::to_string(t));
       ASSERT_EQ(r.exit_code, 0) << r.all;
       const auto j = nlohmann::json::parse(r.out);
@@ -163,13 +165,13 @@ TEST(CliGrammar, HelpShowsDefaultsForEveryCommand) {
 }
 
 TEST(CliGrammar, RandomSeedIsShownWithVerboseAndReproducesTheText) {
-  const std::string args = "generate " + testing::DemoModelDir() + " 'Name a sorting algorithm.' --temp 1 -n 24";
+  const std::string args = "generate " + DemoModelDir() + " 'Name a sorting algorithm.' --temp 1 -n 24";
   std::vector<std::string> seeds;
   for (const char* seed : {"", " --seed -1"}) {
     const auto r = RunG4(args + std::string(seed) + " -v");
     ASSERT_EQ(r.exit_code, 0) << r.all;
     std::smatch m;
-    const std::string err = testing::StderrOf(r);
+    const std::string err = StderrOf(r);
     ASSERT_TRUE(std::regex_search(err, m, std::regex("seed ([0-9]+)"))) << err;
     seeds.push_back(m[1]);
     EXPECT_NE(err.find("model directory"), std::string::npos) << err;
@@ -185,28 +187,28 @@ TEST(CliGrammar, RandomSeedIsShownWithVerboseAndReproducesTheText) {
 TEST(CliGrammar, QuietLeavesStderrEmpty) {
   const std::string tmp = testing::MakeTempDir();
   for (const std::string& args :
-       {"generate " + testing::DemoModelDir() + " hi -n 4 -q", "synth --preset tiny --quant q4 -o " + tmp + "/s -q",
-        "quantize " + Tiny() + " " + tmp + "/q -q", "tokenize " + testing::DemoModelDir() + " hello -q",
-        "perplexity " + testing::DemoModelDir() + " -f " + testing::DemoModelDir() + "/README.md -c 32 --chunks 1 -q"}) {
+       {"generate " + DemoModelDir() + " hi -n 4 -q", "synth --preset tiny --quant q4 -o " + tmp + "/s -q",
+        "quantize " + Tiny() + " " + tmp + "/q -q", "tokenize " + DemoModelDir() + " hello -q",
+        "perplexity " + DemoModelDir() + " -f " + DemoModelDir() + "/README.md -c 32 --chunks 1 -q"}) {
     const auto r = RunG4(args);
     ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.all;
-    EXPECT_EQ(testing::StderrOf(r), "") << args;
+    EXPECT_EQ(StderrOf(r), "") << args;
   }
 }
 
 TEST(CliGrammar, EveryReportingCommandSpeaksJson) {
   const std::string tmp = testing::MakeTempDir();
   const std::vector<std::string> commands = {
-      "generate " + testing::DemoModelDir() + " hi -n 4 --json",
-      "bench " + testing::DemoModelDir() + " --prompt 4 --gen 2 --memcpy-mib 0 --json",
+      "generate " + DemoModelDir() + " hi -n 4 --json",
+      "bench " + DemoModelDir() + " --prompt 4 --gen 2 --memcpy-mib 0 --json",
       "kv-eval --preset e2b --json",
       "kv-eval " + Tiny() + " --tokens 4 --kv plain --kv affine:8 --json",
-      "perplexity " + testing::DemoModelDir() + " -f " + testing::DemoModelDir() + "/README.md -c 32 --chunks 1 --json",
+      "perplexity " + DemoModelDir() + " -f " + DemoModelDir() + "/README.md -c 32 --chunks 1 --json",
       "quantize " + Tiny() + " " + tmp + "/q --json",
       "synth --preset tiny --quant q4 -o " + tmp + "/s --json",
-      "tokenize " + testing::DemoModelDir() + " hello --json",
-      "detokenize " + testing::DemoModelDir() + " 5,6 --json",
-      "models " + testing::DemoModelDir() + " --json",
+      "tokenize " + DemoModelDir() + " hello --json",
+      "detokenize " + DemoModelDir() + " 5,6 --json",
+      "models " + DemoModelDir() + " --json",
   };
   for (const std::string& c : commands) {
     const auto r = RunG4(c);

@@ -17,6 +17,8 @@
 namespace g4 {
 namespace {
 
+using testing::DemoModelDir;
+using testing::StderrOf;
 namespace fs = std::filesystem;
 using testing::RunG4;
 
@@ -28,7 +30,7 @@ void ExpectCleanError(const std::string& args, int code, const std::string& cmd,
   const auto r = RunG4(args + " </dev/null");
   EXPECT_FALSE(r.signaled);
   EXPECT_EQ(r.exit_code, code) << r.all;
-  const std::string err = testing::StderrOf(r);
+  const std::string err = StderrOf(r);
   EXPECT_EQ(err.rfind("g4 " + cmd + ": ", 0), 0u) << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   EXPECT_NE(err.find(want), std::string::npos) << "expected '" << want << "' in: " << err;
@@ -37,7 +39,7 @@ void ExpectCleanError(const std::string& args, int code, const std::string& cmd,
 }
 
 TEST(HostileCli, AbsurdNumbersAreUsageErrors) {
-  const std::string demo = testing::DemoModelDir();
+  const std::string demo = DemoModelDir();
   struct Case {
     std::string cmd, args, want;
   };
@@ -83,7 +85,7 @@ TEST(HostileCli, AbsurdNumbersAreUsageErrors) {
 // A prompt longer than max_position_embeddings (32768 for the demo model)
 // used to run; now generate, and the scheduler under every command, refuse it.
 TEST(HostileCli, PromptsLongerThanTheContextAreRefused) {
-  const std::string demo = testing::DemoModelDir();
+  const std::string demo = DemoModelDir();
   const std::string tmp = testing::MakeTempDir();
   {
     std::ofstream f(tmp + "/long.txt");
@@ -98,7 +100,7 @@ TEST(HostileCli, PromptsLongerThanTheContextAreRefused) {
 }
 
 TEST(HostileCli, FilesThatAreNotFilesAreNamed) {
-  const std::string demo = testing::DemoModelDir();
+  const std::string demo = DemoModelDir();
   const std::string tmp = testing::MakeTempDir();
   ASSERT_EQ(::mkfifo((tmp + "/fifo").c_str(), 0600), 0);
   ASSERT_EQ(::symlink("loop", (tmp + "/loop").c_str()), 0);
@@ -129,14 +131,14 @@ TEST(HostileCli, SymlinkLoopAsModelDirectoryIsNamed) {
   const std::string m = tmp + "/model";
   fs::create_directory(m);
   for (const char* f : {"config.json", "generation_config.json", "model.safetensors", "tokenizer_config.json"})
-    fs::create_symlink(fs::absolute(testing::DemoModelDir() + "/" + f), m + "/" + f);
+    fs::create_symlink(fs::absolute(DemoModelDir() + "/" + f), m + "/" + f);
   fs::create_symlink("tokenizer.json", m + "/tokenizer.json");
   ExpectCleanError("generate " + m + " hi", 1, "generate", "too many levels of symbolic links");
   ExpectCleanError("chat " + m, 1, "chat", "too many levels of symbolic links");
 }
 
 TEST(HostileCli, RawBytesAreEscapedInErrors) {
-  const std::string demo = testing::DemoModelDir();
+  const std::string demo = DemoModelDir();
   struct Case {
     std::string cmd, args, want;
   };
@@ -152,7 +154,7 @@ TEST(HostileCli, RawBytesAreEscapedInErrors) {
     const auto r = RunG4(c.cmd + " " + c.args + " </dev/null");
     EXPECT_FALSE(r.signaled);
     EXPECT_NE(r.exit_code, 0);
-    const std::string err = testing::StderrOf(r);
+    const std::string err = StderrOf(r);
     EXPECT_NE(err.find(c.want), std::string::npos) << err;
     EXPECT_EQ(err.find('\xff'), std::string::npos) << "raw 0xFF on stderr";
     EXPECT_EQ(err.find('\x1b'), std::string::npos) << "raw ESC on stderr";
@@ -160,16 +162,16 @@ TEST(HostileCli, RawBytesAreEscapedInErrors) {
   }
   // Valid UTF-8 stays readable.
   const auto r = RunG4("generate '/nonexistent/caf\xc3\xa9' hi");
-  EXPECT_NE(testing::StderrOf(r).find("caf\xc3\xa9"), std::string::npos) << r.all;
+  EXPECT_NE(StderrOf(r).find("caf\xc3\xa9"), std::string::npos) << r.all;
   // The unknown-command line too.
   const auto u = RunG4("'x\xff'");
   EXPECT_EQ(u.exit_code, 2);
-  EXPECT_NE(testing::StderrOf(u).find("x\\xFF"), std::string::npos) << u.all;
+  EXPECT_NE(StderrOf(u).find("x\\xFF"), std::string::npos) << u.all;
 }
 
 TEST(HostileCli, StdoutWriteErrorsAreReported) {
   if (::access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full";
-  const std::string demo = testing::DemoModelDir();
+  const std::string demo = DemoModelDir();
   for (const std::string& args :
        {"tokenize " + demo + " hello", "detokenize " + demo + " 5,6", "generate " + demo + " hi -n 4 -c 64 -q",
         "generate " + demo + " hi -n 4 -c 64 --json", "bench " + demo + " --prompt 4 --gen 2 --memcpy-mib 0",

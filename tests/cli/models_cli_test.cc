@@ -14,6 +14,7 @@
 namespace g4 {
 namespace {
 
+using testing::DemoModelDir;
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::RunG4;
@@ -23,14 +24,14 @@ class ModelsCli : public ::testing::Test {
   void SetUp() override {
     root_ = testing::MakeTempDir() + "/hub";
     fs::create_directories(root_);
-    testing::AddToFakeCache(root_, "testorg", "gemma-4-demo", "c0ffee1234", testing::DemoModelDir());
+    testing::AddToFakeCache(root_, "testorg", "gemma-4-demo", "c0ffee1234", DemoModelDir());
     testing::AddToFakeCache(root_, "testorg", "tiny-e", "1111111", testing::TestDataPath("models/tiny-e"));
     const std::string tmp = testing::MakeTempDir();
     std::ofstream(tmp + "/config.json") << R"({"model_type": "llama", "hidden_size": 8})";
     testing::AddToFakeCache(root_, "otherorg", "llama-tiny", "2222222", tmp);
     const std::string broken = testing::MakeTempDir();
-    fs::copy_file(testing::DemoModelDir() + "/config.json", broken + "/config.json");
-    fs::copy_file(testing::DemoModelDir() + "/model.safetensors", broken + "/model-00001-of-00002.safetensors");
+    fs::copy_file(DemoModelDir() + "/config.json", broken + "/config.json");
+    fs::copy_file(DemoModelDir() + "/model.safetensors", broken + "/model-00001-of-00002.safetensors");
     std::ofstream(broken + "/model.safetensors.index.json")
         << R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})";
     testing::AddToFakeCache(root_, "testorg", "half-downloaded", "3333333", broken);
@@ -57,7 +58,7 @@ TEST_F(ModelsCli, ListsGemma4CheckpointsWithSizeFormatAndStatus) {
   ASSERT_FALSE(demo.is_null()) << j.dump(1);
   EXPECT_EQ(demo["format"], "mlx");
   EXPECT_EQ(demo["quantization"].get<std::string>().rfind("4-bit g64", 0), 0u) << demo.dump();
-  EXPECT_EQ(demo["bytes"].get<uint64_t>(), fs::file_size(testing::DemoModelDir() + "/model.safetensors"));
+  EXPECT_EQ(demo["bytes"].get<uint64_t>(), fs::file_size(DemoModelDir() + "/model.safetensors"));
   EXPECT_EQ(demo["status"], "ok");
   EXPECT_EQ(demo["commit"], "c0ffee1234");
   EXPECT_EQ(demo["revision"], "main");
@@ -89,7 +90,7 @@ TEST_F(ModelsCli, ListsGemma4CheckpointsWithSizeFormatAndStatus) {
 
 TEST_F(ModelsCli, ARepoIdRunsAsItsDirectoryDoes) {
   const std::string args = " 'What is a Python dictionary?' --temp 0 -n 16 -q";
-  const auto by_dir = RunG4("generate " + testing::DemoModelDir() + args);
+  const auto by_dir = RunG4("generate " + DemoModelDir() + args);
   ASSERT_EQ(by_dir.exit_code, 0) << by_dir.all;
   for (const char* spec : {"testorg/gemma-4-demo", "testorg/gemma-4-DEMO", "testorg/gemma-4-demo@main",
                                   "testorg/gemma-4-demo@c0ffee1"}) {

@@ -20,6 +20,8 @@
 namespace g4 {
 namespace {
 
+using testing::DemoModelDir;
+using testing::G4Binary;
 namespace fs = std::filesystem;
 using testing::TmuxSession;
 
@@ -38,7 +40,7 @@ TEST(Newcomer, SynthCacheModelsChatQuantize) {
   const std::string hub = (tmp / "hub").string(), src = (tmp / "made").string(), out = (tmp / "gemma-4-tiny-4bit").string();
   const std::string env = "env HF_HUB_CACHE=" + hub + " ";
   {
-    TmuxSession t("g4synth", testing::G4Binary() + " synth --preset tiny --quant bf16 --tokenizer " +
+    TmuxSession t("g4synth", G4Binary() + " synth --preset tiny --quant bf16 --tokenizer " +
                                  testing::TestDataPath("tokenizer/tokenizer.json") + " -o " + src);
     ASSERT_TRUE(t.WaitForText("EXITED:0", 120)) << t.Screen();
     EXPECT_TRUE(t.WaitForText("synth [============================] 100%", 1)) << t.Screen();
@@ -61,7 +63,7 @@ TEST(Newcomer, SynthCacheModelsChatQuantize) {
   // g4 chat -m ORG/NAME chats; from a cold page cache the load shows progress.
   Evict((fs::path(snapshot) / "model.safetensors").string());
   {
-    TmuxSession t("g4newchat", env + testing::G4Binary() + " chat -m testorg/gemma-4-tiny --no-history -n 8");
+    TmuxSession t("g4newchat", env + G4Binary() + " chat -m testorg/gemma-4-tiny --no-history -n 8");
     ASSERT_TRUE(t.WaitForText("/help for commands", 120)) << t.Screen();
     EXPECT_TRUE(t.WaitForText("loading [============================] 100%", 1)) << t.Screen();
     t.Keys("'Hello' Enter");
@@ -72,7 +74,7 @@ TEST(Newcomer, SynthCacheModelsChatQuantize) {
 
   // g4 quantize makes a 4-bit copy, with a progress bar.
   {
-    TmuxSession t("g4quant", env + testing::G4Binary() + " quantize -m testorg/gemma-4-tiny " + out + " --bits 4");
+    TmuxSession t("g4quant", env + G4Binary() + " quantize -m testorg/gemma-4-tiny " + out + " --bits 4");
     ASSERT_TRUE(t.WaitForText("EXITED:0", 120)) << t.Screen();
     EXPECT_TRUE(t.WaitForText("quantize [============================] 100%", 1)) << t.Screen();
     EXPECT_TRUE(t.WaitForText("4-bit, group 64", 1)) << t.Screen();
@@ -104,14 +106,14 @@ TEST(Progress, LongPrefillAndPerplexityShowBarsOnATerminal) {
     for (int i = 0; i < 60; ++i) f << "The package manager downloads the files, checks their signatures and installs them. ";
   }
   // --chunk 16: pieces of 64 tokens, so a prompt of a few hundred shows the bar.
-  TmuxSession t("g4prefill", testing::G4Binary() + " generate " + testing::DemoModelDir() + " -f " + file + " --raw --chunk 16 -n 4 --temp 0 > " +
-                                 file + ".out && " + testing::G4Binary() + " perplexity " + testing::DemoModelDir() + " -f " + file +
+  TmuxSession t("g4prefill", G4Binary() + " generate " + DemoModelDir() + " -f " + file + " --raw --chunk 16 -n 4 --temp 0 > " +
+                                 file + ".out && " + G4Binary() + " perplexity " + DemoModelDir() + " -f " + file +
                                  " -c 64 --chunks 4");
   ASSERT_TRUE(t.WaitForText("EXITED:0", 120)) << t.Screen();
   EXPECT_TRUE(t.WaitForText("prefill [============================] 100%", 1)) << t.Screen();
   EXPECT_TRUE(t.WaitForText("perplexity [============================] 100%  window 4/4, ppl", 1)) << t.Screen();
   // The text is what a run without pieces (no terminal, so no bar) gives.
-  const auto plain = testing::RunG4("generate " + testing::DemoModelDir() + " -f " + file + " --raw --chunk 16 -n 4 --temp 0");
+  const auto plain = testing::RunG4("generate " + DemoModelDir() + " -f " + file + " --raw --chunk 16 -n 4 --temp 0");
   ASSERT_EQ(plain.exit_code, 0);
   EXPECT_EQ(plain.all.find("prefill ["), std::string::npos);
   std::ifstream in(file + ".out");

@@ -16,6 +16,7 @@
 namespace g4 {
 namespace {
 
+using testing::DemoModelDir;
 
 using testing::RunG4;
 using RunResult = testing::G4Run;
@@ -62,7 +63,7 @@ TEST(PerplexityCli, JsonResultOnTheDemoModel) {
     for (int i = 0; i < 1500; ++i) noise << static_cast<char>('a' + rng() % 26) << (rng() % 4 ? "" : " ");
   }
   const RunResult r =
-      RunG4("perplexity --model " + testing::DemoModelDir() + " --file " + dir + "/english.txt --ctx 64 --chunks 4 --json --kl --kv affine:8");
+      RunG4("perplexity --model " + DemoModelDir() + " --file " + dir + "/english.txt --ctx 64 --chunks 4 --json --kl --kv affine:8");
   ASSERT_EQ(r.exit_code, 0) << r.all;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["windows"].get<int>(), 4);
@@ -74,7 +75,7 @@ TEST(PerplexityCli, JsonResultOnTheDemoModel) {
   EXPECT_LT(j["kl_vs_plain"].get<double>(), 0.05);
   EXPECT_GT(j["top1_agreement"].get<double>(), 0.9);
   // A model trained on English finds English far likelier than letter noise.
-  const RunResult n = RunG4("perplexity --model " + testing::DemoModelDir() + " --file " + dir + "/noise.txt --ctx 64 --chunks 4 --json");
+  const RunResult n = RunG4("perplexity --model " + DemoModelDir() + " --file " + dir + "/noise.txt --ctx 64 --chunks 4 --json");
   ASSERT_EQ(n.exit_code, 0) << n.all;
   EXPECT_GT(nlohmann::json::parse(n.out)["ppl"].get<double>(), 3 * ppl);
 }
@@ -87,11 +88,11 @@ TEST(PerplexityCli, BadInputFailsCleanly) {
   }
   struct Case { std::string args; int code; };
   const std::vector<Case> cases = {
-      {"perplexity --model " + testing::DemoModelDir() + " --file " + tmp + "/missing.txt", 2},
-      {"perplexity --model " + testing::DemoModelDir() + " --file " + tmp + "/short.txt --ctx 512", 1},
-      {"perplexity --model " + testing::DemoModelDir() + " --file " + tmp + "/bad.txt --ctx 16", 1},
-      {"perplexity --model " + testing::DemoModelDir() + " --file " + tmp + "/short.txt --ctx 2", 2},
-      {"perplexity --model " + testing::DemoModelDir() + " --file " + tmp + "/short.txt --kv nonsense", 1},
+      {"perplexity --model " + DemoModelDir() + " --file " + tmp + "/missing.txt", 2},
+      {"perplexity --model " + DemoModelDir() + " --file " + tmp + "/short.txt --ctx 512", 1},
+      {"perplexity --model " + DemoModelDir() + " --file " + tmp + "/bad.txt --ctx 16", 1},
+      {"perplexity --model " + DemoModelDir() + " --file " + tmp + "/short.txt --ctx 2", 2},
+      {"perplexity --model " + DemoModelDir() + " --file " + tmp + "/short.txt --kv nonsense", 1},
   };
   for (const Case& c : cases) {
     const RunResult r = RunG4(c.args);

@@ -25,6 +25,7 @@
 namespace g4 {
 namespace {
 
+using testing::DemoModelDir;
 
 // models/demo sits in the source tree (it is what `g4` runs by default), not
 // in testdata; find it from this file's path.
@@ -40,7 +41,7 @@ std::vector<T> Read(const SafetensorsFile& f, const std::string& name) {
 
 TEST(DemoModel, FourBitLogitsFollowTheTrainedModel) {
   auto backend = testing::MakeTestBackend();
-  auto model = Gemma4Model::Load(testing::DemoModelDir(), *backend);
+  auto model = Gemma4Model::Load(DemoModelDir(), *backend);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const Gemma4Config& c = (*model)->config();
   // The architecture the demo exists to exercise: PLE, KV sharing, both layer types.
@@ -83,7 +84,7 @@ TEST(DemoModel, FourBitLogitsFollowTheTrainedModel) {
 }
 
 TEST(DemoModel, TokenizerMatchesTheRustLibrary) {
-  auto tok = Tokenizer::Load(testing::DemoModelDir());
+  auto tok = Tokenizer::Load(DemoModelDir());
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();
   EXPECT_EQ(tok->vocab_size(), 4096);
   EXPECT_EQ(tok->bos_id(), 2);

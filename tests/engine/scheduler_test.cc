@@ -19,6 +19,7 @@
 namespace g4 {
 namespace {
 
+using testing::DemoModelDir;
 
 class Sink final : public SequenceSink {
  public:
@@ -225,7 +226,7 @@ TEST_F(SchedulerTest, StepsStayWithinTheTokenBudgetAndDecodeRowsGoFirst) {
 }
 
 TEST(Generator, ReusesTheCachedPrefixAndGivesTheSameTextAsAFreshRun) {
-  auto bundle = LoadModelBundle(testing::DemoModelDir(), "cpu");
+  auto bundle = LoadModelBundle(DemoModelDir(), "cpu");
   ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
   EngineOptions o;
   o.max_seqs = 1;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io/config.h"
+#include "io_test_util.h"
 #include "test_util.h"
 
 namespace g4 {
@@ -50,12 +51,6 @@ Status ParseStatus(const std::string& text) {
   return c.ok() ? Status::Ok() : c.status();
 }
 
-Gemma4Config ParseOk(const json& j) {
-  StatusOr<Gemma4Config> c = ParseGemma4Config(j.dump());
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? *c : Gemma4Config{};
-}
-
 struct ErrorCase {
   const char* what;
   std::function<void(json&)> mutate;
@@ -63,7 +58,7 @@ struct ErrorCase {
   const char* message;  // must appear in the error
 };
 
-TEST(ConfigErrors, BaseIsValid) { ParseOk(Base()); }
+TEST(ConfigErrors, BaseIsValid) { testing::ParseConfigOk(Base()); }
 
 TEST(ConfigErrors, EachInvalidFieldIsNamed) {
   using SC = StatusCode;
@@ -274,46 +269,46 @@ TEST(ConfigAccepts, NullOptionalFields) {
   j["hidden_size_per_layer_input"] = nullptr;
   j["num_experts"] = nullptr;
   j["hidden_activation"] = nullptr;
-  Gemma4Config c = ParseOk(j);
+  Gemma4Config c = testing::ParseConfigOk(j);
   EXPECT_EQ(c.final_logit_softcapping, 0.0);
   EXPECT_FALSE(c.has_ple());
   j["hidden_size_per_layer_input"] = 0;
   j.erase("vocab_size_per_layer_input");
-  EXPECT_FALSE(ParseOk(j).has_ple());
+  EXPECT_FALSE(testing::ParseConfigOk(j).has_ple());
 }
 
 TEST(ConfigAccepts, EosIntOrList) {
   json j = Base();
   j["eos_token_id"] = 1;
-  EXPECT_EQ(ParseOk(j).eos_token_ids, std::vector<int>({1}));
+  EXPECT_EQ(testing::ParseConfigOk(j).eos_token_ids, std::vector<int>({1}));
   j["eos_token_id"] = {1, 106, 50};
-  EXPECT_EQ(ParseOk(j).eos_token_ids, std::vector<int>({1, 106, 50}));
+  EXPECT_EQ(testing::ParseConfigOk(j).eos_token_ids, std::vector<int>({1, 106, 50}));
   j.erase("eos_token_id");
-  EXPECT_TRUE(ParseOk(j).eos_token_ids.empty());
+  EXPECT_TRUE(testing::ParseConfigOk(j).eos_token_ids.empty());
 }
 
 TEST(ConfigAccepts, IntegralFloatsForInts) {
   json j = Base();
   j["hidden_size"] = 128.0;
-  EXPECT_EQ(ParseOk(j).hidden_size, 128);
+  EXPECT_EQ(testing::ParseConfigOk(j).hidden_size, 128);
 }
 
 TEST(ConfigAccepts, DefaultLayerPatternForcesLastFull) {
   json j = Base();
   j.erase("layer_types");
   j["num_kv_shared_layers"] = 0;
-  Gemma4Config c = ParseOk(j);
+  Gemma4Config c = testing::ParseConfigOk(j);
   // (i+1) % 6 != 0 -> sliding: layer 5 full; the last layer (7) forced full.
   ASSERT_EQ(c.layers.size(), 8u);
   for (int l = 0; l < 8; ++l) EXPECT_EQ(c.layers[l].type == AttentionType::kFull, l == 5 || l == 7) << l;
   j["num_hidden_layers"] = 12;
-  c = ParseOk(j);
+  c = testing::ParseConfigOk(j);
   for (int l = 0; l < 12; ++l) EXPECT_EQ(c.layers[l].type == AttentionType::kFull, l == 5 || l == 11) << l;
   // An explicit list ending in a sliding layer is corrected the same way (HF).
   j = Base();
   j["layer_types"][7] = "sliding_attention";
   j["num_kv_shared_layers"] = 0;
-  c = ParseOk(j);
+  c = testing::ParseConfigOk(j);
   EXPECT_EQ(c.layers[7].type, AttentionType::kFull);
   EXPECT_EQ(c.layers[7].head_dim, 64);
 }
@@ -321,11 +316,11 @@ TEST(ConfigAccepts, DefaultLayerPatternForcesLastFull) {
 TEST(ConfigAccepts, GlobalKvHeadsOnlyWithKEqV) {
   json j = Base();
   j["num_global_key_value_heads"] = 1;
-  Gemma4Config c = ParseOk(j);  // attention_k_eq_v absent: ignored
+  Gemma4Config c = testing::ParseConfigOk(j);  // attention_k_eq_v absent: ignored
   EXPECT_EQ(c.layers[3].num_kv_heads, 2);
   EXPECT_FALSE(c.layers[3].k_eq_v);
   j["attention_k_eq_v"] = true;
-  c = ParseOk(j);
+  c = testing::ParseConfigOk(j);
   EXPECT_EQ(c.layers[3].num_kv_heads, 1);
   EXPECT_TRUE(c.layers[3].k_eq_v);
   EXPECT_EQ(c.layers[0].num_kv_heads, 2);
@@ -337,13 +332,13 @@ TEST(ConfigAccepts, PerLayerConfigForms) {
   j.erase("global_head_dim");
   j["global_head_dim"] = 512;  // ignored once per_layer_config is present (HF)
   j["per_layer_config"] = {{"3", {{"head_dim", 64}, {"sliding_window", 8}}}, {"7", {{"head_dim", 64}}}};
-  Gemma4Config a = ParseOk(j);  // sliding_window repeats the global value: fine
+  Gemma4Config a = testing::ParseConfigOk(j);  // sliding_window repeats the global value: fine
   EXPECT_EQ(a.layers[3].head_dim, 64);
   EXPECT_EQ(a.layers[7].head_dim, 64);
   json list = json::array();
   for (int l = 0; l < 8; ++l) list.push_back(l == 3 || l == 7 ? json{{"head_dim", 64}} : json{{"head_dim", 32}});
   j["per_layer_config"] = list;
-  Gemma4Config b = ParseOk(j);
+  Gemma4Config b = testing::ParseConfigOk(j);
   for (int l = 0; l < 8; ++l) EXPECT_EQ(b.layers[l].head_dim, a.layers[l].head_dim) << l;
 }
 
@@ -352,14 +347,14 @@ TEST(ConfigAccepts, LegacyRopeFields) {
   j.erase("rope_parameters");
   j["rope_theta"] = 500000.0;
   j["rope_local_base_freq"] = 20000.0;
-  Gemma4Config c = ParseOk(j);
+  Gemma4Config c = testing::ParseConfigOk(j);
   EXPECT_EQ(c.rope_sliding.type, RopeParams::Type::kDefault);
   EXPECT_DOUBLE_EQ(c.rope_sliding.theta, 20000.0);
   EXPECT_EQ(c.rope_full.type, RopeParams::Type::kProportional);
   EXPECT_DOUBLE_EQ(c.rope_full.theta, 500000.0);
   EXPECT_DOUBLE_EQ(c.rope_full.partial_rotary_factor, 0.25);
   j["global_partial_rotary_factor"] = 0.5;
-  EXPECT_DOUBLE_EQ(ParseOk(j).rope_full.partial_rotary_factor, 0.5);
+  EXPECT_DOUBLE_EQ(testing::ParseConfigOk(j).rope_full.partial_rotary_factor, 0.5);
   j["global_partial_rotary_factor"] = 2.0;
   Status s = ParseStatus(j.dump());
   EXPECT_NE(s.message().find("[config] global_partial_rotary_factor: must be in (0, 1]"), std::string::npos);
@@ -368,7 +363,7 @@ TEST(ConfigAccepts, LegacyRopeFields) {
 TEST(ConfigAccepts, RopeFactor) {
   json j = Base();
   j["rope_parameters"]["full_attention"]["factor"] = 8.0;
-  EXPECT_DOUBLE_EQ(ParseOk(j).rope_full.factor, 8.0);
+  EXPECT_DOUBLE_EQ(testing::ParseConfigOk(j).rope_full.factor, 8.0);
 }
 
 // ------------------------------------------------------------ quantization
@@ -384,7 +379,7 @@ TEST(ConfigQuantization, OverridesIncludingFalse) {
       {"language_model.model.layers.2.mlp.up_proj", true},
       {"some_tool_metadata", "v1"},
   };
-  Gemma4Config c = ParseOk(j);
+  Gemma4Config c = testing::ParseConfigOk(j);
   const QuantizationConfig& q = c.quantization;
   ASSERT_TRUE(q.present);
   EXPECT_EQ(q.defaults.mode, "affine");  // mode defaults to affine
@@ -407,7 +402,7 @@ TEST(ConfigQuantization, OverridesIncludingFalse) {
 TEST(ConfigQuantization, QuantizationConfigAloneIsRead) {
   json j = Base();
   j["quantization_config"] = {{"group_size", 32}, {"bits", 8}, {"mode", "affine"}};
-  Gemma4Config c = ParseOk(j);
+  Gemma4Config c = testing::ParseConfigOk(j);
   ASSERT_TRUE(c.quantization.present);
   EXPECT_EQ(c.quantization.defaults.group_size, 32);
   EXPECT_EQ(c.quantization.defaults.bits, 8);

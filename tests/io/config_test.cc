@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/mapped_file.h"
+#include "io_test_util.h"
 #include "test_util.h"
 
 namespace g4 {
@@ -294,12 +295,6 @@ json Wrap(const json& text, const char* top_type) {
           {"eos_token_id", {1, 106}}};
 }
 
-Gemma4Config ParseConfigOk(const json& j) {
-  StatusOr<Gemma4Config> c = ParseGemma4Config(j.dump());
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? *c : Gemma4Config{};
-}
-
 const Published kE2B{1536, 35, 8, 1, 0, 6144, 256, 20, 512, 131072, false, true};
 const Published kE4B{2560, 42, 8, 2, 0, 10240, 256, 18, 512, 131072, false, false};
 const Published k26B{2816, 30, 16, 8, 2, 2112, 0, 0, 1024, 262144, true, false};
@@ -321,7 +316,7 @@ TEST(ConfigPublished, E2BNested) {
   text["layer_types"] = LayerTypes(35, 5);
   json cfg = Wrap(text, "gemma4");
   cfg["text_config"].erase("eos_token_id");  // some uploads keep it only at the top
-  Gemma4Config c = ParseConfigOk(cfg);
+  Gemma4Config c = testing::ParseConfigOk(cfg);
   EXPECT_EQ(c.model_type, "gemma4_text");
   EXPECT_EQ(c.vocab_size, 262144);  // from the top level
   EXPECT_EQ(c.eos_token_ids, std::vector<int>({1, 106}));
@@ -351,14 +346,14 @@ TEST(ConfigPublished, E2BNested) {
 TEST(ConfigPublished, E2BFromSlidingWindowPattern) {
   json text = TextConfig(kE2B);
   text["sliding_window_pattern"] = 5;  // MLX-style, no layer_types
-  Gemma4Config c = ParseConfigOk(Wrap(text, "gemma4"));
+  Gemma4Config c = testing::ParseConfigOk(Wrap(text, "gemma4"));
   EXPECT_EQ(FullLayers(c), std::vector<int>({4, 9, 14, 19, 24, 29, 34}));
 }
 
 TEST(ConfigPublished, E4BFlatWithDefaultLayerPattern) {
   json text = TextConfig(kE4B);  // flat gemma4_text, layer_types left to the HF default
   text["vocab_size"] = 262144;
-  Gemma4Config c = ParseConfigOk(text);
+  Gemma4Config c = testing::ParseConfigOk(text);
   EXPECT_EQ(FullLayers(c), std::vector<int>({5, 11, 17, 23, 29, 35, 41}));
   ExpectKvHeads(c, 2, 2);
   EXPECT_EQ(c.first_kv_shared_layer(), 24);
@@ -385,7 +380,7 @@ TEST(ConfigPublished, Moe26BNested) {
   text["top_k_experts"] = 8;
   text["moe_intermediate_size"] = 704;
   text["use_bidirectional_attention"] = "vision";
-  Gemma4Config c = ParseConfigOk(Wrap(text, "gemma4"));
+  Gemma4Config c = testing::ParseConfigOk(Wrap(text, "gemma4"));
   EXPECT_EQ(FullLayers(c), std::vector<int>({5, 11, 17, 23, 29}));
   ExpectKvHeads(c, 8, 2);
   EXPECT_TRUE(c.enable_moe_block);
@@ -405,7 +400,7 @@ TEST(ConfigPublished, Dense31BFlatGemma4TextOnlyConversion) {
   text["layer_types"] = LayerTypes(60, 6);
   text["model_type"] = "gemma4";  // MLX text-only conversion: text fields at the top
   text["vocab_size"] = 262144;
-  Gemma4Config c = ParseConfigOk(text);
+  Gemma4Config c = testing::ParseConfigOk(text);
   EXPECT_EQ(c.model_type, "gemma4_text");
   std::vector<int> expected_full;
   for (int l = 5; l < 60; l += 6) expected_full.push_back(l);
@@ -427,7 +422,7 @@ TEST(ConfigPublished, Unified12BWithPerLayerConfig) {
   json plc = json::object();
   for (int l = 5; l < 48; l += 6) plc[std::to_string(l)] = {{"head_dim", 512}, {"num_key_value_heads", 1}};
   text["per_layer_config"] = plc;
-  Gemma4Config c = ParseConfigOk(Wrap(text, "gemma4_unified"));
+  Gemma4Config c = testing::ParseConfigOk(Wrap(text, "gemma4_unified"));
   EXPECT_EQ(c.model_type, "gemma4_unified_text");
   std::vector<int> expected_full;
   for (int l = 5; l < 48; l += 6) expected_full.push_back(l);
@@ -453,7 +448,7 @@ TEST(ConfigPublished, PerLayerConfigAndGlobalFieldsGiveTheSameGeometry) {
       text["top_k_experts"] = 8;
       text["moe_intermediate_size"] = 704;
     }
-    Gemma4Config global_form = ParseConfigOk(text);
+    Gemma4Config global_form = testing::ParseConfigOk(text);
     json plc = json::object();
     for (int l = 0; l < p->layers; ++l) {
       if ((l + 1) % period != 0) continue;
@@ -463,7 +458,7 @@ TEST(ConfigPublished, PerLayerConfigAndGlobalFieldsGiveTheSameGeometry) {
     text.erase("global_head_dim");
     text.erase("num_global_key_value_heads");
     text["per_layer_config"] = plc;
-    ExpectSameGeometry(global_form, ParseConfigOk(text));
+    ExpectSameGeometry(global_form, testing::ParseConfigOk(text));
   }
 }
 

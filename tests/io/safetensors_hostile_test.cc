@@ -16,6 +16,7 @@
 
 #include "core/limits.h"
 #include "io/safetensors.h"
+#include "io_test_util.h"
 #include "test_util.h"
 
 namespace g4 {
@@ -30,17 +31,6 @@ std::string ZeroDataImage(const std::string& header, size_t data_bytes) {
   out += header;
   out.append(data_bytes, '\0');
   return out;
-}
-
-StatusOr<std::unique_ptr<SafetensorsFile>> ParseImage(const std::string& image) {
-  return SafetensorsFile::Parse(reinterpret_cast<const uint8_t*>(image.data()), image.size(), "test.st");
-}
-
-void ExpectHostileError(const Status& s, StatusCode code, std::initializer_list<std::string> needles) {
-  ASSERT_FALSE(s.ok()) << "expected failure containing " << *needles.begin();
-  EXPECT_EQ(s.code(), code) << s.ToString();
-  EXPECT_NE(s.message().find("[safetensors]"), std::string::npos) << s.message();
-  for (const std::string& n : needles) EXPECT_NE(s.message().find(n), std::string::npos) << s.message();
 }
 
 uint64_t PeakRss() {
@@ -69,17 +59,19 @@ TEST(SafetensorsHostile, ShapeNested100000DeepIsCleanError) {
   shape += std::string(100000, ']');
   const std::string image =
       ZeroDataImage(R"({"t": {"dtype": "F32", "shape": )" + shape + R"(, "data_offsets": [0, 4]}})", 4);
-  ExpectHostileError(ParseImage(image).status(), StatusCode::kCorrupt, {"'t'", "shape dimension is an array"});
+  testing::ExpectTaggedError("[safetensors]", testing::ParseSafetensorsImage(image).status(),
+                             StatusCode::kCorrupt, {"'t'", "shape dimension is an array"});
 }
 
 TEST(SafetensorsHostile, DeeplyNestedUnusedFieldHitsDepthLimit) {
   std::string deep(100000, '[');
   const std::string image = ZeroDataImage(R"({"t": {"extra": )" + deep, 0);
-  ExpectHostileError(ParseImage(image).status(), StatusCode::kCorrupt, {"'t'", "kMaxJsonDepth"});
+  testing::ExpectTaggedError("[safetensors]", testing::ParseSafetensorsImage(image).status(),
+                             StatusCode::kCorrupt, {"'t'", "kMaxJsonDepth"});
   // Shallow unused fields are still ignored, as before.
   const std::string ok = ZeroDataImage(
       R"({"t": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1], "extra": {"a": [[1], {"b": null}]}}})", 1);
-  auto r = ParseImage(ok);
+  auto r = testing::ParseSafetensorsImage(ok);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_NE((*r)->Find("t"), nullptr);
 }
@@ -98,7 +90,8 @@ TEST(SafetensorsHostile, HeaderOf99MegabytesOfBracketsUsesNoMemory) {
   for (const Case& c : cases) {
     const std::string image = ZeroDataImage(c.header_start + std::string(99'000'000, '['), 0);
     const uint64_t before = PeakRss();
-    ExpectHostileError(ParseImage(image).status(), StatusCode::kCorrupt, {c.message});
+    testing::ExpectTaggedError("[safetensors]", testing::ParseSafetensorsImage(image).status(),
+                               StatusCode::kCorrupt, {c.message});
     EXPECT_LT(PeakRss() - before, uint64_t{64} << 20) << c.message;
   }
 }
@@ -107,7 +100,7 @@ TEST(SafetensorsHostile, FiftyThousandEntriesParse) {
   // Quadratic before (50k entries took over 50 s); timings in docs/reliability.md.
   const int n = 50000;
   const std::string image = ZeroDataImage(ManyEntryHeader(n, 2), 2 * n);
-  auto r = ParseImage(image);
+  auto r = testing::ParseSafetensorsImage(image);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ((*r)->tensors().size(), static_cast<size_t>(n));
   for (int i = 0; i < n; i += 997) {
@@ -124,7 +117,7 @@ TEST(SafetensorsHostile, DISABLED_TimingManyEntries) {
     const int bytes_each = n > 100000 ? 0 : 1;  // 1.6M entries fit in 100 MB only when empty
     const std::string image = ZeroDataImage(ManyEntryHeader(n, bytes_each), n * bytes_each);
     const auto t0 = std::chrono::steady_clock::now();
-    auto r = ParseImage(image);
+    auto r = testing::ParseSafetensorsImage(image);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     std::printf("%d entries, header %.1f MB: %.3f s\n", n, (image.size() - n * bytes_each) / 1e6, s);
@@ -132,31 +125,40 @@ TEST(SafetensorsHostile, DISABLED_TimingManyEntries) {
 }
 
 TEST(SafetensorsHostile, DuplicateFieldsAndMetadataKeys) {
-  ExpectHostileError(
-      ParseImage(
+  testing::ExpectTaggedError("[safetensors]", 
+      testing::ParseSafetensorsImage(
           ZeroDataImage(R"({"t": {"dtype": "U8", "dtype": "F32", "shape": [1], "data_offsets": [0, 1]}})", 4))
           .status(),
       StatusCode::kCorrupt, {"'t'", "\"dtype\" appears twice"});
-  ExpectHostileError(ParseImage(ZeroDataImage(R"({"__metadata__": {"a": "1", "a": "2"}})", 0)).status(),
-                     StatusCode::kCorrupt, {"__metadata__ names 'a' twice"});
-  ExpectHostileError(ParseImage(ZeroDataImage(R"({"__metadata__": {}, "__metadata__": {}})", 0)).status(),
-              StatusCode::kCorrupt, {"'__metadata__' twice"});
-  ExpectHostileError(ParseImage(ZeroDataImage(R"({"t": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1, 2]}})", 4))
-                  .status(),
-              StatusCode::kCorrupt, {"[0, 1, 2]", "not [begin, end]"});
+  testing::ExpectTaggedError(
+      "[safetensors]",
+      testing::ParseSafetensorsImage(ZeroDataImage(R"({"__metadata__": {"a": "1", "a": "2"}})", 0)).status(),
+      StatusCode::kCorrupt, {"__metadata__ names 'a' twice"});
+  testing::ExpectTaggedError(
+      "[safetensors]",
+      testing::ParseSafetensorsImage(ZeroDataImage(R"({"__metadata__": {}, "__metadata__": {}})", 0))
+          .status(),
+      StatusCode::kCorrupt, {"'__metadata__' twice"});
+  testing::ExpectTaggedError(
+      "[safetensors]",
+      testing::ParseSafetensorsImage(
+          ZeroDataImage(R"({"t": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1, 2]}})", 4))
+          .status(),
+      StatusCode::kCorrupt, {"[0, 1, 2]", "not [begin, end]"});
 }
 
 TEST(SafetensorsHostile, FilesThatAreNotFiles) {
   ::alarm(10);  // a FIFO that blocks open() would hang here
   const std::string dir = testing::MakeTempDir();
   ASSERT_EQ(::mkfifo((dir + "/model.safetensors").c_str(), 0644), 0);
-  ExpectHostileError(Checkpoint::Open(dir).status(), StatusCode::kInvalidArgument,
+  testing::ExpectTaggedError("[safetensors]", Checkpoint::Open(dir).status(), StatusCode::kInvalidArgument,
               {"model.safetensors is a named pipe (FIFO), not a file"});
-  ExpectHostileError(SafetensorsFile::Open("/dev/zero").status(), StatusCode::kInvalidArgument, {"character device"});
+  testing::ExpectTaggedError("[safetensors]", SafetensorsFile::Open("/dev/zero").status(),
+                             StatusCode::kInvalidArgument, {"character device"});
 
   const std::string dir2 = testing::MakeTempDir();
   ASSERT_EQ(::mkdir((dir2 + "/model.safetensors.index.json").c_str(), 0755), 0);
-  ExpectHostileError(Checkpoint::Open(dir2).status(), StatusCode::kInvalidArgument,
+  testing::ExpectTaggedError("[safetensors]", Checkpoint::Open(dir2).status(), StatusCode::kInvalidArgument,
               {"model.safetensors.index.json is a directory, not a file"});
   ::alarm(0);
 }
@@ -164,22 +166,27 @@ TEST(SafetensorsHostile, FilesThatAreNotFiles) {
 TEST(SafetensorsHostile, SymlinkLoopAsModelDirectory) {
   const std::string dir = testing::MakeTempDir();
   ASSERT_EQ(::symlink((dir + "/loop").c_str(), (dir + "/loop").c_str()), 0);
-  ExpectHostileError(Checkpoint::Open(dir + "/loop").status(), StatusCode::kInvalidArgument, {"symbolic links"});
+  testing::ExpectTaggedError("[safetensors]", Checkpoint::Open(dir + "/loop").status(),
+                             StatusCode::kInvalidArgument, {"symbolic links"});
   // A shard that is a symlink loop.
   ASSERT_EQ(::symlink((dir + "/model.safetensors").c_str(), (dir + "/model.safetensors").c_str()), 0);
-  ExpectHostileError(Checkpoint::Open(dir).status(), StatusCode::kInvalidArgument, {"symbolic links"});
+  testing::ExpectTaggedError("[safetensors]", Checkpoint::Open(dir).status(), StatusCode::kInvalidArgument,
+                             {"symbolic links"});
 }
 
 TEST(SafetensorsHostile, IndexIsBoundedJson) {
   const std::string dir = testing::MakeTempDir();
   const std::string index = dir + "/model.safetensors.index.json";
   testing::WriteFileBytes(index, "{\"weight_map\": " + std::string(100000, '['));
-  ExpectHostileError(Checkpoint::Open(dir).status(), StatusCode::kCorrupt, {"index.json", "kMaxJsonDepth"});
+  testing::ExpectTaggedError("[safetensors]", Checkpoint::Open(dir).status(), StatusCode::kCorrupt,
+                             {"index.json", "kMaxJsonDepth"});
   testing::WriteFileBytes(index, R"({"weight_map": {"a": "x.safetensors", "a": "y.safetensors"}})");
-  ExpectHostileError(Checkpoint::Open(dir).status(), StatusCode::kCorrupt, {"\"a\" appears twice in weight_map"});
+  testing::ExpectTaggedError("[safetensors]", Checkpoint::Open(dir).status(), StatusCode::kCorrupt,
+                             {"\"a\" appears twice in weight_map"});
   // Over the size cap: refused from st_size before reading (a sparse file).
   ASSERT_EQ(::truncate(index.c_str(), static_cast<off_t>(kMaxSafetensorsIndexBytes + 1)), 0);
-  ExpectHostileError(Checkpoint::Open(dir).status(), StatusCode::kOutOfRange, {"kMaxSafetensorsIndexBytes"});
+  testing::ExpectTaggedError("[safetensors]", Checkpoint::Open(dir).status(), StatusCode::kOutOfRange,
+                             {"kMaxSafetensorsIndexBytes"});
 }
 
 TEST(SafetensorsHostile, WritersRefuseTargetsThatAreNotRegularFiles) {
@@ -189,7 +196,8 @@ TEST(SafetensorsHostile, WritersRefuseTargetsThatAreNotRegularFiles) {
   SafetensorsWriter w;
   const float x = 1.0f;
   w.AddF32("x", {1}, &x);
-  ExpectHostileError(w.Write(dir + "/out.safetensors"), StatusCode::kInvalidArgument, {"symbolic link"});
+  testing::ExpectTaggedError("[safetensors]", w.Write(dir + "/out.safetensors"), StatusCode::kInvalidArgument,
+                             {"symbolic link"});
   EXPECT_TRUE(fs::is_symlink(dir + "/out.safetensors"));
   std::ifstream in(dir + "/precious");
   std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -197,8 +205,10 @@ TEST(SafetensorsHostile, WritersRefuseTargetsThatAreNotRegularFiles) {
 
   ASSERT_EQ(::mkfifo((dir + "/fifo.safetensors").c_str(), 0644), 0);
   const std::vector<TensorDecl> decls = {{"x", DType::kF32, {1}}};
-  ExpectHostileError(WriteSafetensorsStreaming(dir + "/fifo.safetensors", decls, [](size_t, uint8_t*, size_t) {}),
-              StatusCode::kInvalidArgument, {"named pipe"});
+  testing::ExpectTaggedError(
+      "[safetensors]",
+      WriteSafetensorsStreaming(dir + "/fifo.safetensors", decls, [](size_t, uint8_t*, size_t) {}),
+      StatusCode::kInvalidArgument, {"named pipe"});
   // A regular target is still replaced, by both writers.
   ASSERT_TRUE(w.Write(dir + "/new.safetensors").ok());
   ASSERT_TRUE(WriteSafetensorsStreaming(dir + "/new.safetensors", decls, [](size_t, uint8_t*, size_t) {}).ok());

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "io_test_util.h"
 #include "test_util.h"
 
 namespace g4 {
@@ -27,26 +28,14 @@ std::string RawImage(const std::string& header, size_t data_bytes) {
   return out;
 }
 
-StatusOr<std::unique_ptr<SafetensorsFile>> ParseString(const std::string& image) {
-  return SafetensorsFile::Parse(reinterpret_cast<const uint8_t*>(image.data()), image.size(), "test.st");
-}
-
 std::string ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// Asserts `s` failed with `code` and a message containing every `needles`.
-void ExpectSafetensorsError(const Status& s, StatusCode code, std::initializer_list<std::string> needles) {
-  ASSERT_FALSE(s.ok()) << "expected failure containing " << *needles.begin();
-  EXPECT_EQ(s.code(), code) << s.ToString();
-  EXPECT_NE(s.message().find("[safetensors]"), std::string::npos) << s.message();
-  for (const std::string& n : needles) EXPECT_NE(s.message().find(n), std::string::npos) << s.message();
-}
-
 void ExpectParseError(const std::string& image, StatusCode code, std::initializer_list<std::string> needles) {
-  auto r = ParseString(image);
-  ExpectSafetensorsError(r.status(), code, needles);
+  auto r = testing::ParseSafetensorsImage(image);
+  testing::ExpectTaggedError("[safetensors]", r.status(), code, needles);
 }
 
 constexpr DType kAllDTypes[] = {DType::kF64,  DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3,
@@ -190,12 +179,12 @@ TEST(Safetensors, StreamingWriterRejectsBadDecls) {
   const std::string dir = testing::MakeTempDir();
   auto nop = [](size_t, uint8_t*, size_t) {};
   Status s = WriteSafetensorsStreaming(dir + "/a.safetensors", {{"x", DType::kF32, {2, -1}}}, nop);
-  ExpectSafetensorsError(s, StatusCode::kInvalidArgument, {"'x'", "shape"});
+  testing::ExpectTaggedError("[safetensors]", s, StatusCode::kInvalidArgument, {"'x'", "shape"});
   s = WriteSafetensorsStreaming(dir + "/b.safetensors",
                                 {{"x", DType::kF32, {1}}, {"x", DType::kF32, {2}}}, nop);
-  ExpectSafetensorsError(s, StatusCode::kInvalidArgument, {"'x'", "duplicate"});
+  testing::ExpectTaggedError("[safetensors]", s, StatusCode::kInvalidArgument, {"'x'", "duplicate"});
   s = WriteSafetensorsStreaming(dir + "/c.safetensors", {{"x", DType::kF64, {1LL << 40, 1LL << 30}}}, nop);
-  ExpectSafetensorsError(s, StatusCode::kInvalidArgument, {"overflowing"});
+  testing::ExpectTaggedError("[safetensors]", s, StatusCode::kInvalidArgument, {"overflowing"});
   EXPECT_TRUE(fs::is_empty(dir));
 }
 
@@ -311,7 +300,8 @@ TEST_F(ShardedCheckpoint, MissingShard) {
   map["model.c"] = "model-00003-of-00002.safetensors";
   WriteIndex(map);
   auto r = Checkpoint::Open(dir_);
-  ExpectSafetensorsError(r.status(), StatusCode::kNotFound, {"model-00003-of-00002.safetensors", "missing"});
+  testing::ExpectTaggedError("[safetensors]", r.status(), StatusCode::kNotFound,
+                             {"model-00003-of-00002.safetensors", "missing"});
 }
 
 TEST_F(ShardedCheckpoint, IndexNamesTensorAbsentFromShard) {
@@ -319,48 +309,53 @@ TEST_F(ShardedCheckpoint, IndexNamesTensorAbsentFromShard) {
   map["model.c"] = "model-00001-of-00002.safetensors";
   WriteIndex(map);
   auto r = Checkpoint::Open(dir_);
-  ExpectSafetensorsError(r.status(), StatusCode::kCorrupt,
+  testing::ExpectTaggedError("[safetensors]", r.status(), StatusCode::kCorrupt,
                          {"'model.c'", "model-00001-of-00002.safetensors", "not contain"});
 }
 
 TEST_F(ShardedCheckpoint, WeightMapMissingOrWrongType) {
   testing::WriteFileBytes(dir_ + "/model.safetensors.index.json", R"({"metadata": {}})");
-  ExpectSafetensorsError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"weight_map", "missing"});
+  testing::ExpectTaggedError("[safetensors]", Checkpoint::Open(dir_).status(), StatusCode::kCorrupt,
+                             {"weight_map", "missing"});
   WriteIndex(json::array({"model.a"}));
-  ExpectSafetensorsError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"weight_map", "not an object"});
+  testing::ExpectTaggedError("[safetensors]", Checkpoint::Open(dir_).status(), StatusCode::kCorrupt,
+                             {"weight_map", "not an object"});
   WriteIndex({{"model.a", 3}});
-  ExpectSafetensorsError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"'model.a'", "not a shard file name"});
+  testing::ExpectTaggedError("[safetensors]", Checkpoint::Open(dir_).status(), StatusCode::kCorrupt,
+                             {"'model.a'", "not a shard file name"});
   testing::WriteFileBytes(dir_ + "/model.safetensors.index.json", "{\"weight_map\": ");
-  ExpectSafetensorsError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"index.json", "not valid JSON"});
+  testing::ExpectTaggedError("[safetensors]", Checkpoint::Open(dir_).status(), StatusCode::kCorrupt,
+                             {"index.json", "not valid JSON"});
 }
 
 TEST_F(ShardedCheckpoint, ShardNameMustStayInDirectory) {
   WriteIndex({{"model.a", "../model-00001-of-00002.safetensors"}});
-  ExpectSafetensorsError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt, {"not a file name"});
+  testing::ExpectTaggedError("[safetensors]", Checkpoint::Open(dir_).status(), StatusCode::kCorrupt,
+                             {"not a file name"});
 }
 
 TEST_F(ShardedCheckpoint, CorruptShardIsReported) {
   WriteIndex(GoodMap());
   testing::WriteFileBytes(dir_ + "/model-00002-of-00002.safetensors", "1234");
-  ExpectSafetensorsError(Checkpoint::Open(dir_).status(), StatusCode::kCorrupt,
+  testing::ExpectTaggedError("[safetensors]", Checkpoint::Open(dir_).status(), StatusCode::kCorrupt,
                          {"model-00002-of-00002.safetensors", "shorter"});
 }
 
 TEST(Checkpoint, MissingDirectoryIsNotFound) {
   const std::string dir = testing::MakeTempDir() + "/no-such-model";
   auto r = Checkpoint::Open(dir);
-  ExpectSafetensorsError(r.status(), StatusCode::kNotFound, {dir, "no such directory"});
+  testing::ExpectTaggedError("[safetensors]", r.status(), StatusCode::kNotFound, {dir, "no such directory"});
 }
 
 TEST(Checkpoint, EmptyDirectoryIsNotFound) {
   const std::string dir = testing::MakeTempDir();
   auto r = Checkpoint::Open(dir);
-  ExpectSafetensorsError(r.status(), StatusCode::kNotFound, {dir, "model.safetensors"});
+  testing::ExpectTaggedError("[safetensors]", r.status(), StatusCode::kNotFound, {dir, "model.safetensors"});
 }
 
 TEST(Safetensors, OpenMissingFileIsNotFound) {
   const std::string path = testing::MakeTempDir() + "/absent.safetensors";
-  ExpectSafetensorsError(SafetensorsFile::Open(path).status(), StatusCode::kNotFound, {path});
+  testing::ExpectTaggedError("[safetensors]", SafetensorsFile::Open(path).status(), StatusCode::kNotFound, {path});
 }
 
 // ---------------------------------------------------------------- corruption
@@ -370,7 +365,7 @@ const char kGoodEntry[] = R"("t": {"dtype": "F32", "shape": [2, 3], "data_offset
 TEST(SafetensorsCorrupt, HandBuiltGoodImageParses) {
   // The baseline the corruption tests below perturb.
   const std::string image = RawImage(std::string("{") + kGoodEntry + "}", 24);
-  auto r = ParseString(image);
+  auto r = testing::ParseSafetensorsImage(image);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->Find("t")->Describe(), "[2, 3] F32");
   EXPECT_EQ((*r)->label(), "test.st");
@@ -503,7 +498,7 @@ TEST(SafetensorsPolicy, HolesAndEmptyTensorsAreAccepted) {
                                          "e2": {"dtype": "F32", "shape": [3, 0], "data_offsets": [9, 9]},
                                          "__metadata__": {"format": "pt"}})",
                                      16);
-  auto r = ParseString(image);
+  auto r = testing::ParseSafetensorsImage(image);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const SafetensorsFile& f = **r;
   ASSERT_EQ(f.tensors().size(), 4u);
@@ -517,7 +512,7 @@ TEST(SafetensorsPolicy, HeaderPaddingAndNegativeZero) {
   // Writers pad with spaces; "-0" is an odd but valid zero.
   const std::string image =
       RawImage(R"({"t": {"dtype": "U8", "shape": [-0, 2], "data_offsets": [0, -0]}}       )", 0);
-  auto r = ParseString(image);
+  auto r = testing::ParseSafetensorsImage(image);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->Find("t")->numel(), 0);
 }

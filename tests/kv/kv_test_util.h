@@ -57,7 +57,6 @@ inline KvScheme MustParseScheme(const std::string& spec) {
   return s.ok() ? *s : KvScheme{};
 }
 
-// Capacity for every store of every group.
 // A pool over `config` with the scheme `spec`; a failure fails the test
 // (and gives null).
 inline std::unique_ptr<KvPool> MakePool(const Gemma4Config& config, const std::string& spec, Backend& backend,
@@ -67,6 +66,7 @@ inline std::unique_ptr<KvPool> MakePool(const Gemma4Config& config, const std::s
   return pool.ok() ? std::move(pool).value() : nullptr;
 }
 
+// Capacity for every store of every group.
 inline KvPoolOptions Capacity(int64_t blocks, int block_size = 16) {
   KvPoolOptions o;
   o.block_size = block_size;

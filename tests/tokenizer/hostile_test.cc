@@ -24,13 +24,6 @@ using nlohmann::json;
 using testing::Build;
 using testing::SyntheticDoc;
 
-void ExpectError(const Status& s, StatusCode code, std::initializer_list<std::string> needles) {
-  ASSERT_FALSE(s.ok()) << "expected failure containing " << *needles.begin();
-  EXPECT_EQ(s.code(), code) << s.ToString();
-  EXPECT_NE(s.message().find("[tokenizer]"), std::string::npos) << s.ToString();
-  for (const std::string& n : needles) EXPECT_NE(s.message().find(n), std::string::npos) << s.ToString();
-}
-
 // The synthetic document with `field` (normalizer, pre_tokenizer, decoder)
 // replaced by `depth` nested Sequences around one valid step.
 std::string NestedSequence(const std::string& field, int depth) {
@@ -52,8 +45,9 @@ std::string NestedSequence(const std::string& field, int depth) {
 
 TEST(TokenizerHostile, SequenceNested100000DeepIsACleanError) {
   for (const char* field : {"normalizer", "pre_tokenizer", "decoder"}) {
-    ExpectError(Tokenizer::FromJson(NestedSequence(field, 100000), "deep.json").status(), StatusCode::kCorrupt,
-                {"deep.json", "kMaxJsonDepth"});
+    testing::ExpectTaggedError("[tokenizer]",
+                               Tokenizer::FromJson(NestedSequence(field, 100000), "deep.json").status(),
+                               StatusCode::kCorrupt, {"deep.json", "kMaxJsonDepth"});
     // A few levels are still fine.
     auto shallow = Tokenizer::FromJson(NestedSequence(field, 5), "shallow.json");
     EXPECT_TRUE(shallow.ok()) << field << ": " << shallow.status().ToString();
@@ -67,11 +61,12 @@ TEST(TokenizerHostile, ReplaceChainsThatGrowTextAreRefused) {
     rules.push_back({{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(10, 'a')}});
   json doc = SyntheticDoc();
   doc["normalizer"] = {{"type", "Sequence"}, {"normalizers", rules}};
-  ExpectError(Build(doc).status(), StatusCode::kOutOfRange,
+  testing::ExpectTaggedError("[tokenizer]", Build(doc).status(), StatusCode::kOutOfRange,
               {"normalizer Replace rules can grow text 1e+08-fold", "limit of 8", "kMaxNormalizeGrowth"});
   doc = SyntheticDoc();
   doc["decoder"] = {{"type", "Sequence"}, {"decoders", rules}};
-  ExpectError(Build(doc).status(), StatusCode::kOutOfRange, {"decoder Replace rules", "kMaxNormalizeGrowth"});
+  testing::ExpectTaggedError("[tokenizer]", Build(doc).status(), StatusCode::kOutOfRange,
+                             {"decoder Replace rules", "kMaxNormalizeGrowth"});
 
   // Growth within the limit is fine, and the text really grows that much.
   doc = SyntheticDoc();
@@ -106,9 +101,10 @@ TEST(TokenizerHostile, LongAddedTokenEncodesCorrectly) {
 TEST(TokenizerHostile, MergesMustBeAList) {
   json doc = SyntheticDoc();
   doc["model"]["merges"] = {{"a", "b"}};
-  ExpectError(Build(doc).status(), StatusCode::kCorrupt, {"model.merges is an object, not a list of merges"});
+  testing::ExpectTaggedError("[tokenizer]", Build(doc).status(), StatusCode::kCorrupt,
+                             {"model.merges is an object, not a list of merges"});
   doc["model"]["merges"] = "a b";
-  ExpectError(Build(doc).status(), StatusCode::kCorrupt, {"model.merges is a string"});
+  testing::ExpectTaggedError("[tokenizer]", Build(doc).status(), StatusCode::kCorrupt, {"model.merges is a string"});
   doc["model"]["merges"] = nullptr;  // null is "no merges"
   EXPECT_TRUE(Build(doc).ok());
 }
@@ -116,13 +112,13 @@ TEST(TokenizerHostile, MergesMustBeAList) {
 TEST(TokenizerHostile, DuplicateKeysAreErrors) {
   std::string text = SyntheticDoc().dump();
   text.insert(1, R"("normalizer": {"type": "Replace", "pattern": {"String": "a"}, "content": "b"}, )");
-  ExpectError(Tokenizer::FromJson(text, "dup.json").status(), StatusCode::kCorrupt,
+  testing::ExpectTaggedError("[tokenizer]", Tokenizer::FromJson(text, "dup.json").status(), StatusCode::kCorrupt,
               {"dup.json", "\"normalizer\" appears twice"});
   std::string vocab_twice = SyntheticDoc().dump();
   const size_t model = vocab_twice.find("\"model\":{");
   ASSERT_NE(model, std::string::npos);
   vocab_twice.insert(model + 9, R"("vocab": {"z": 0}, )");
-  ExpectError(Tokenizer::FromJson(vocab_twice, "dup.json").status(), StatusCode::kCorrupt,
+  testing::ExpectTaggedError("[tokenizer]", Tokenizer::FromJson(vocab_twice, "dup.json").status(), StatusCode::kCorrupt,
               {"model.vocab appears twice"});
 }
 
@@ -131,35 +127,42 @@ TEST(TokenizerHostile, PathsThatLoopOrAreNotFiles) {
   const std::string dir = testing::MakeTempDir();
   // A tokenizer.json that links to itself, in a model directory and alone.
   ASSERT_EQ(::symlink((dir + "/tokenizer.json").c_str(), (dir + "/tokenizer.json").c_str()), 0);
-  ExpectError(Tokenizer::Load(dir).status(), StatusCode::kInvalidArgument, {"tokenizer.json", "symbolic links"});
-  ExpectError(Tokenizer::Load(dir + "/tokenizer.json").status(), StatusCode::kInvalidArgument, {"symbolic links"});
+  testing::ExpectTaggedError("[tokenizer]", Tokenizer::Load(dir).status(), StatusCode::kInvalidArgument,
+                             {"tokenizer.json", "symbolic links"});
+  testing::ExpectTaggedError("[tokenizer]", Tokenizer::Load(dir + "/tokenizer.json").status(),
+                             StatusCode::kInvalidArgument, {"symbolic links"});
   // The model directory itself a loop.
   ASSERT_EQ(::symlink((dir + "/m").c_str(), (dir + "/m").c_str()), 0);
-  ExpectError(Tokenizer::Load(dir + "/m").status(), StatusCode::kInvalidArgument, {"symbolic links"});
+  testing::ExpectTaggedError("[tokenizer]", Tokenizer::Load(dir + "/m").status(),
+                             StatusCode::kInvalidArgument, {"symbolic links"});
 
   const std::string d2 = testing::MakeTempDir();
   ASSERT_EQ(::mkdir((d2 + "/tokenizer.json").c_str(), 0755), 0);
-  ExpectError(Tokenizer::Load(d2).status(), StatusCode::kInvalidArgument,
+  testing::ExpectTaggedError("[tokenizer]", Tokenizer::Load(d2).status(), StatusCode::kInvalidArgument,
               {"[tokenizer] " + d2 + "/tokenizer.json is a directory, not a file"});
 
   const std::string d3 = testing::MakeTempDir();
   ASSERT_EQ(::mkfifo((d3 + "/tokenizer.json").c_str(), 0644), 0);
-  ExpectError(Tokenizer::Load(d3).status(), StatusCode::kInvalidArgument, {"named pipe (FIFO)"});
+  testing::ExpectTaggedError("[tokenizer]", Tokenizer::Load(d3).status(), StatusCode::kInvalidArgument,
+                             {"named pipe (FIFO)"});
 
   const std::string d4 = testing::MakeTempDir();
   ASSERT_EQ(::symlink("/dev/zero", (d4 + "/tokenizer.json").c_str()), 0);
-  ExpectError(Tokenizer::Load(d4).status(), StatusCode::kInvalidArgument, {"character device"});
+  testing::ExpectTaggedError("[tokenizer]", Tokenizer::Load(d4).status(), StatusCode::kInvalidArgument,
+                             {"character device"});
 
   const std::string d5 = testing::MakeTempDir();
   testing::WriteFileBytes(d5 + "/tokenizer.json", "{}");
   ASSERT_EQ(::truncate((d5 + "/tokenizer.json").c_str(), static_cast<off_t>(kMaxTokenizerBytes + 1)), 0);
-  ExpectError(Tokenizer::Load(d5).status(), StatusCode::kOutOfRange, {"kMaxTokenizerBytes"});
+  testing::ExpectTaggedError("[tokenizer]", Tokenizer::Load(d5).status(), StatusCode::kOutOfRange,
+                             {"kMaxTokenizerBytes"});
 
   // tokenizer_config.json next to a good tokenizer.json: same policy.
   const std::string d6 = testing::MakeTempDir();
   ASSERT_EQ(::symlink(testing::GemmaTokenizerPath().c_str(), (d6 + "/tokenizer.json").c_str()), 0);
   ASSERT_EQ(::mkdir((d6 + "/tokenizer_config.json").c_str(), 0755), 0);
-  ExpectError(Tokenizer::Load(d6).status(), StatusCode::kInvalidArgument, {"tokenizer_config.json is a directory"});
+  testing::ExpectTaggedError("[tokenizer]", Tokenizer::Load(d6).status(), StatusCode::kInvalidArgument,
+                             {"tokenizer_config.json is a directory"});
   ::alarm(0);
 }
 
@@ -167,7 +170,8 @@ TEST(TokenizerHostile, TokenizerConfigIsBoundedJson) {
   const std::string dir = testing::MakeTempDir();
   ASSERT_EQ(::symlink(testing::GemmaTokenizerPath().c_str(), (dir + "/tokenizer.json").c_str()), 0);
   testing::WriteFileBytes(dir + "/tokenizer_config.json", "{\"bos_token\": " + std::string(100000, '['));
-  ExpectError(Tokenizer::Load(dir).status(), StatusCode::kCorrupt, {"tokenizer_config.json", "kMaxJsonDepth"});
+  testing::ExpectTaggedError("[tokenizer]", Tokenizer::Load(dir).status(), StatusCode::kCorrupt,
+                             {"tokenizer_config.json", "kMaxJsonDepth"});
 }
 
 TEST(TokenizerHostile, NonUtf8ChatContentNamesMessageAndOffset) {

@@ -18,24 +18,17 @@ using nlohmann::json;
 using testing::Build;
 using testing::SyntheticDoc;
 
-// Expects `status` to have `code` and a message containing every fragment.
-void ExpectLoadError(const Status& status, StatusCode code, std::initializer_list<std::string> fragments) {
-  EXPECT_EQ(status.code(), code) << status.ToString();
-  for (const std::string& f : fragments) EXPECT_NE(status.message().find(f), std::string::npos) << status.ToString();
-  EXPECT_NE(status.message().find("[tokenizer]"), std::string::npos) << status.ToString();
-}
-
 TEST(TokenizerLoad, MissingFile) {
   auto tok = Tokenizer::Load("/nonexistent/dir/tokenizer.json");
   ASSERT_FALSE(tok.ok());
-  ExpectLoadError(tok.status(), StatusCode::kNotFound, {"/nonexistent/dir/tokenizer.json"});
+  testing::ExpectTaggedError("[tokenizer]", tok.status(), StatusCode::kNotFound, {"/nonexistent/dir/tokenizer.json"});
 }
 
 TEST(TokenizerLoad, DirectoryWithoutTokenizerJson) {
   const std::string dir = testing::MakeTempDir();
   auto tok = Tokenizer::Load(dir);
   ASSERT_FALSE(tok.ok());
-  ExpectLoadError(tok.status(), StatusCode::kNotFound, {"tokenizer.json"});
+  testing::ExpectTaggedError("[tokenizer]", tok.status(), StatusCode::kNotFound, {"tokenizer.json"});
 }
 
 TEST(TokenizerLoad, ModelDirectoryReadsTokenizerConfig) {
@@ -59,9 +52,11 @@ TEST(TokenizerLoad, ModelDirectoryReadsTokenizerConfig) {
     EXPECT_EQ(tok->pad_id(), 0);
   }
   testing::WriteFileBytes(dir + "/tokenizer_config.json", R"({"add_bos_token": tru)");
-  ExpectLoadError(Tokenizer::Load(dir).status(), StatusCode::kCorrupt, {"tokenizer_config.json", "not valid JSON"});
+  testing::ExpectTaggedError("[tokenizer]", Tokenizer::Load(dir).status(), StatusCode::kCorrupt,
+                             {"tokenizer_config.json", "not valid JSON"});
   testing::WriteFileBytes(dir + "/tokenizer_config.json", R"({"bos_token": "<no such token>"})");
-  ExpectLoadError(Tokenizer::Load(dir).status(), StatusCode::kCorrupt, {"bos_token", "<no such token>"});
+  testing::ExpectTaggedError("[tokenizer]", Tokenizer::Load(dir).status(), StatusCode::kCorrupt,
+                             {"bos_token", "<no such token>"});
 }
 
 TEST(TokenizerLoad, TruncatedOrMalformedJson) {
@@ -70,19 +65,23 @@ TEST(TokenizerLoad, TruncatedOrMalformedJson) {
   for (size_t cut : {size_t{0}, size_t{1}, size_t{5000}, full->size() / 2, full->size() - 3}) {
     auto tok = Tokenizer::FromJson(std::string_view(*full).substr(0, cut), "cut.json");
     ASSERT_FALSE(tok.ok()) << cut;
-    ExpectLoadError(tok.status(), StatusCode::kCorrupt, {"cut.json", "malformed JSON", "byte"});
+    testing::ExpectTaggedError("[tokenizer]", tok.status(), StatusCode::kCorrupt,
+                               {"cut.json", "malformed JSON", "byte"});
   }
-  ExpectLoadError(Tokenizer::FromJson("[1, 2]", "x.json").status(), StatusCode::kCorrupt, {"top level"});
-  ExpectLoadError(Tokenizer::FromJson("{}", "x.json").status(), StatusCode::kCorrupt, {"model"});
-  ExpectLoadError(Tokenizer::FromJson("{\"model\": {\"type\": \"BPE\"}}", "x.json").status(), StatusCode::kCorrupt,
-              {"vocab"});
+  testing::ExpectTaggedError("[tokenizer]", Tokenizer::FromJson("[1, 2]", "x.json").status(),
+                             StatusCode::kCorrupt, {"top level"});
+  testing::ExpectTaggedError("[tokenizer]", Tokenizer::FromJson("{}", "x.json").status(),
+                             StatusCode::kCorrupt, {"model"});
+  testing::ExpectTaggedError("[tokenizer]",
+                             Tokenizer::FromJson("{\"model\": {\"type\": \"BPE\"}}", "x.json").status(),
+                             StatusCode::kCorrupt, {"vocab"});
 }
 
 TEST(TokenizerLoad, MalformedVocabAndMerges) {
   auto expect = [](const json& doc, StatusCode code, std::initializer_list<std::string> fragments) {
     auto tok = Build(doc);
     ASSERT_FALSE(tok.ok());
-    ExpectLoadError(tok.status(), code, fragments);
+    testing::ExpectTaggedError("[tokenizer]", tok.status(), code, fragments);
   };
   json doc = SyntheticDoc();
   doc["model"]["vocab"]["d"] = "seven";
@@ -126,7 +125,7 @@ TEST(TokenizerLoad, UnsupportedTypesAreNamed) {
   auto expect = [](const json& doc, std::initializer_list<std::string> fragments) {
     auto tok = Build(doc);
     ASSERT_FALSE(tok.ok());
-    ExpectLoadError(tok.status(), StatusCode::kUnsupported, fragments);
+    testing::ExpectTaggedError("[tokenizer]", tok.status(), StatusCode::kUnsupported, fragments);
   };
   json doc = SyntheticDoc();
   doc["model"]["type"] = "Unigram";
@@ -226,7 +225,8 @@ TEST(TokenizerEncode, InvalidUtf8IsRejectedWithOffset) {
   for (const auto& [text, offset] : cases) {
     auto ids = tok.Encode(text);
     ASSERT_FALSE(ids.ok());
-    ExpectLoadError(ids.status(), StatusCode::kInvalidArgument, {"UTF-8", "offset " + std::to_string(offset)});
+    testing::ExpectTaggedError("[tokenizer]", ids.status(), StatusCode::kInvalidArgument,
+                               {"UTF-8", "offset " + std::to_string(offset)});
   }
   EXPECT_TRUE(tok.Encode("").ok());
   EXPECT_TRUE(tok.Encode(std::string("a\0b", 3)).ok());  // NUL is valid UTF-8
