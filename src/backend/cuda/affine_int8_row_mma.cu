@@ -36,6 +36,7 @@
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/affine_int8_core.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dynamic_shared.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl.cuh"
 

@@ -63,10 +63,4 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* ro
                : "r"(s));
 }
 
-// The block's dynamic shared memory (16-byte aligned).
-__device__ __forceinline__ uint8_t* DynamicShared() {
-  extern __shared__ __align__(16) uint8_t g4_dynamic_smem[];
-  return g4_dynamic_smem;
-}
-
 }  // namespace g4::cuda

@@ -26,6 +26,7 @@
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_info.h"
+#include "backend/cuda/dynamic_shared.cuh"
 #include "backend/cuda/kv_codec.cuh"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/paged_attention_core.cuh"
@@ -58,7 +59,7 @@ __global__ __launch_bounds__(kWarps * 32, GP == 1 ? 1 : 2) void SplitKernel(Attn
   // one, whose q and acc hold GP heads, at most 32 floats of them, so that
   // it fits 128 registers (two blocks per SM) without spilling.
   constexpr int KB = GP == 1 ? (D32 <= 8 ? kKeysPerWarp : kKeysPerWarp / 2) : std::min(32 / D32, kKeysPerWarp);
-  extern __shared__ float sm[];
+  float* sm = reinterpret_cast<float*>(DynamicShared());
   float* sc = sm;                       // [GP][kSplitKeys] scores, then p
   float* stats = sc + GP * kSplitKeys;  // [2][GP]: m, l
   float* red = stats + 2 * GP;          // [kWarps][GP][32 * D32]
@@ -175,7 +176,7 @@ auto SplitLauncher(bool narrow) {
 // shape, so the choice moves no bit.
 template <int kPer, int kBatch>
 __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a, int chunks) {
-  extern __shared__ float o[];  // [d], kPer > 1 only
+  float* o = reinterpret_cast<float*>(DynamicShared());  // [d], kPer > 1 only
   __shared__ float warp_max[kThreads / 32];
   const int64_t r_local = blockIdx.y, r = a.row0 + r_local;
   const int h = blockIdx.x / chunks, chunk = blockIdx.x % chunks;

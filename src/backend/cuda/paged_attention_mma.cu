@@ -36,6 +36,7 @@
 #include "backend/cuda/bf16_terms.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dynamic_shared.cuh"
 #include "backend/cuda/env_switch.h"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/paged_attention_core.cuh"

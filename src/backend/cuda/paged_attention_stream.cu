@@ -27,6 +27,7 @@
 
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dynamic_shared.cuh"
 #include "backend/cuda/paged_attention_core.cuh"
 #include "backend/cuda/pdl.cuh"
 
@@ -179,7 +180,7 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
   constexpr bool kTurbo = kLayout == kStreamTurbo;
   constexpr bool kVShared = kLayout != kStreamPlainKeys;
   constexpr int KB = D32 <= 8 ? kKeysPerWarp : kKeysPerWarp / 2;  // value slices loaded at once (global)
-  extern __shared__ __align__(16) uint8_t smem[];
+  uint8_t* smem = DynamicShared();
   uint8_t* k_region = smem;
   uint8_t* v_region = smem + layout.k_region;
   float* sc = reinterpret_cast<float*>(smem + layout.k_region + layout.v_region);  // [GP][kSplitKeys]

@@ -24,6 +24,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dynamic_shared.cuh"
 #include "backend/cuda/paged_attention_core.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "core/check.h"
@@ -132,7 +133,7 @@ __global__ __launch_bounds__(kTileThreads, 2) void TiledKernel(AttnParams a, int
                                                                int heads_per_group, int head_groups,
                                                                int64_t rows) {
   using S = TileShape<D32>;
-  extern __shared__ float sm[];
+  float* sm = reinterpret_cast<float*>(DynamicShared());
   float* buf = sm;                             // keys [chunk][D32][32], then values [key][pass elems][32]
   float* sc = buf + S::kBufferFloats;  // [kTileQueries][kScoreStride] scores
   float* pt = sc + S::kScoreFloats;    // [kSplitKeys][kPStride] p, transposed for the values

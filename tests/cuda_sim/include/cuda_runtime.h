@@ -18,6 +18,7 @@
 #define __align__(n) alignas(n)
 #define __launch_bounds__(...)
 
+struct int2 { int x, y; };
 struct uint2 { unsigned x, y; };
 struct uint4 { unsigned x, y, z, w; };
 struct float2 { float x, y; };
@@ -34,6 +35,13 @@ inline const char* cudaGetErrorName(cudaError_t) { return "cudaSuccess"; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 template <typename F>
 cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
+// One emulated device with an H100's multiprocessor count (launch shapes
+// size themselves by it); launches run to completion, so a stream is
+// always synchronized.
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = 132; return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 
 inline float __uint_as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline uint32_t __float_as_uint(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }

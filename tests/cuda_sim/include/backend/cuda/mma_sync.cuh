@@ -104,6 +104,4 @@ inline void SimLdMatrix(uint32_t (&r)[4], const void* row, bool trans) {
 inline void LdMatrixX4(uint32_t (&r)[4], const void* row) { SimLdMatrix(r, row, false); }
 inline void LdMatrixX4Trans(uint32_t (&r)[4], const void* row) { SimLdMatrix(r, row, true); }
 
-inline uint8_t* DynamicShared() { return simt::CurrentBlock()->dynamic_smem.data(); }
-
 }  // namespace g4::cuda
