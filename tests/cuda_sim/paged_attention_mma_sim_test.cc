@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_reference.h"
 #include "backend/cuda/kv_codec.cuh"
 #include "backend/cuda/paged_attention_core.cuh"
 #include "backend/kv_record.h"
@@ -140,33 +141,8 @@ class MmaSim {
 
   // Attention in double for (seq, pos) over the decoded records.
   std::vector<double> Reference(int seq, int pos, double* vmax) const {
-    const int G = s_.heads / s_.kv_heads, d = s_.d;
-    const int64_t w = format_.width(), qw = static_cast<int64_t>(s_.heads) * d;
-    const int lo = s_.window > 0 ? std::max(0, pos - s_.window + 1) : 0;
-    std::vector<double> out(static_cast<size_t>(qw));
-    *vmax = 0;
-    for (int h = 0; h < s_.heads; ++h) {
-      const int kh = h / G;
-      const float* q = queries_[seq].data() + pos * qw + h * d;
-      std::vector<double> sc(pos - lo + 1);
-      double m = -INFINITY;
-      for (int j = lo; j <= pos; ++j) {
-        double dot = 0;
-        for (int e = 0; e < d; ++e) dot += static_cast<double>(q[e]) * keys_[seq][j * w + kh * d + e];
-        sc[j - lo] = dot / std::sqrt(static_cast<double>(d));
-        m = std::max(m, sc[j - lo]);
-      }
-      double l = 0;
-      for (double& x : sc) l += (x = std::exp(x - m));
-      for (int e = 0; e < d; ++e) {
-        double acc = 0;
-        for (int j = lo; j <= pos; ++j) acc += sc[j - lo] * values_[seq][j * w + kh * d + e];
-        out[h * d + e] = acc / l;
-      }
-      for (int j = lo; j <= pos; ++j)
-        for (int e = 0; e < d; ++e) *vmax = std::max<double>(*vmax, std::fabs(values_[seq][j * w + kh * d + e]));
-    }
-    return out;
+    return AttentionInDouble(queries_[seq], keys_[seq], values_[seq], s_.heads, s_.kv_heads, s_.d, s_.window, pos,
+                             vmax);
   }
 
   const float* At(const std::vector<float>& states, int64_t r, int kh, int sp) const {

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention_reference.h"
 #include "backend/cuda/launch.h"
 #include "backend/kv_record.h"
 #include "backend/ops.h"
@@ -138,38 +139,10 @@ class AttentionSim {
     return out;
   }
 
-  // Attention in double for (seq, pos) over the decoded records; *vmax the
-  // largest |value| seen.
+  // Attention in double for (seq, pos) over the decoded records.
   std::vector<double> Reference(int seq, int pos, double* vmax) const {
-    const int G = s_.heads / s_.kv_heads, d = s_.d;
-    const int64_t w = format_.width();
-    const int lo = s_.window > 0 ? std::max(0, pos - s_.window + 1) : 0;
-    std::vector<double> out(static_cast<size_t>(QWidth()));
-    *vmax = 0;
-    for (int h = 0; h < s_.heads; ++h) {
-      const int kh = h / G;
-      const float* q = queries_[seq].data() + pos * QWidth() + h * d;
-      std::vector<double> sc(pos - lo + 1);
-      double m = -INFINITY;
-      for (int j = lo; j <= pos; ++j) {
-        double dot = 0;
-        for (int e = 0; e < d; ++e) dot += static_cast<double>(q[e]) * keys_[seq][j * w + kh * d + e];
-        sc[j - lo] = dot / std::sqrt(static_cast<double>(d));
-        m = std::max(m, sc[j - lo]);
-      }
-      double l = 0;
-      for (double& x : sc) l += (x = std::exp(x - m));
-      for (int e = 0; e < d; ++e) {
-        double acc = 0;
-        for (int j = lo; j <= pos; ++j) {
-          const double v = values_[seq][j * w + kh * d + e];
-          *vmax = std::max(*vmax, std::abs(v));
-          acc += sc[j - lo] * v;
-        }
-        out[static_cast<size_t>(h) * d + e] = acc / l;
-      }
-    }
-    return out;
+    return AttentionInDouble(queries_[seq], keys_[seq], values_[seq], s_.heads, s_.kv_heads, s_.d, s_.window, pos,
+                             vmax);
   }
 
  private:
