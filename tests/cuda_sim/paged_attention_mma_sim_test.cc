@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "attention_reference.h"
 #include "backend/cuda/kv_codec.cuh"
 #include "backend/cuda/paged_attention_core.cuh"
 #include "backend/kv_record.h"
+#include "sim_kv.h"
 
 namespace g4::cuda::attn {
 namespace {
@@ -31,44 +31,15 @@ struct Shape {
 
 class MmaSim {
  public:
-  MmaSim(const Shape& s, std::vector<int> lens, uint32_t seed) : s_(s), lens_(std::move(lens)), rng_(seed) {
-    format_ = *KvRecordFormat::Make(KvCodecSpec::Plain(DType::kBF16), s.kv_heads, s.d);
-    const int64_t w = format_.width();
-    std::uniform_real_distribution<float> u(-1.7320508f, 1.7320508f);
-    for (int len : lens_) table_stride_ = std::max(table_stride_, (len + s.block_size - 1) / s.block_size);
-    blocks_ = table_stride_ * static_cast<int>(lens_.size()) + 3;
-    pool_.assign(static_cast<size_t>(blocks_) * s.block_size * format_.record_bytes, 0);
-    std::vector<int> ids(blocks_);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::shuffle(ids.begin(), ids.end(), rng_);
-    table_.assign(static_cast<size_t>(lens_.size()) * table_stride_, -1);
-    for (size_t q = 0; q < lens_.size(); ++q) {
-      std::vector<float> k(static_cast<size_t>(lens_[q]) * w), v(k.size());
-      for (float& x : k) x = u(rng_);
-      for (float& x : v) x = u(rng_);
-      for (int j = 0; j < lens_[q]; ++j) {
-        const int entry = j / s.block_size;
-        int& b = table_[q * table_stride_ + entry];
-        if (b < 0) b = ids[q * table_stride_ + entry];
-        EncodeKvRecords(format_, k.data() + j * w, v.data() + j * w, 1,
-                        pool_.data() + (static_cast<int64_t>(b) * s.block_size + j % s.block_size) *
-                                           format_.record_bytes);
-      }
-      // The reference reads the records back: bf16 keys and values.
-      std::vector<uint8_t> recs(static_cast<size_t>(lens_[q]) * format_.record_bytes);
-      for (int j = 0; j < lens_[q]; ++j)
-        std::memcpy(recs.data() + j * format_.record_bytes, Rec(static_cast<int>(q), j), format_.record_bytes);
-      keys_.emplace_back(k.size());
-      values_.emplace_back(v.size());
-      DecodeKvRecords(format_, recs.data(), lens_[q], keys_.back().data(), values_.back().data());
-      queries_.emplace_back(static_cast<size_t>(lens_[q]) * s.heads * s.d);
-      for (float& x : queries_.back()) x = u(rng_);
-    }
-  }
+  MmaSim(const Shape& s, std::vector<int> lens, uint32_t seed)
+      : s_(s),
+        rng_(seed),
+        kv_(*KvRecordFormat::Make(KvCodecSpec::Plain(DType::kBF16), s.kv_heads, s.d), s.heads, s.block_size,
+            std::move(lens), rng_) {}
 
   int64_t StateFloats() const { return static_cast<int64_t>(s_.heads / s_.kv_heads) * (2 + s_.d); }
   int SplitsMax() const {
-    const int max_len = *std::max_element(lens_.begin(), lens_.end());
+    const int max_len = kv_.MaxLen();
     int splits = (max_len + kSplitKeys - 1) / kSplitKeys;
     if (s_.window > 0) splits = std::min(splits, (s_.window + kSplitKeys - 1) / kSplitKeys + 1);
     return splits;
@@ -78,12 +49,13 @@ class MmaSim {
   // The split states of a step of (sequence, position) rows.
   std::vector<float> States(const std::vector<std::pair<int, int>>& rows, bool runs) {
     const int64_t n = static_cast<int64_t>(rows.size()), qw = static_cast<int64_t>(s_.heads) * s_.d;
-    std::vector<int32_t> positions(n), row_seq(n), kv_len(lens_.begin(), lens_.end());
+    std::vector<int32_t> positions(n), row_seq(n), kv_len(kv_.lens.begin(), kv_.lens.end());
     std::vector<float> q(static_cast<size_t>(n) * qw);
     for (int64_t r = 0; r < n; ++r) {
       row_seq[r] = rows[r].first;
       positions[r] = rows[r].second;
-      std::memcpy(q.data() + r * qw, queries_[rows[r].first].data() + static_cast<int64_t>(rows[r].second) * qw,
+      std::memcpy(q.data() + r * qw,
+                  kv_.queries[rows[r].first].data() + static_cast<int64_t>(rows[r].second) * qw,
                   qw * sizeof(float));
     }
     std::vector<float> partial(static_cast<size_t>(n * RowStateFloats()), std::nanf(""));
@@ -91,15 +63,15 @@ class MmaSim {
     a.positions = positions.data();
     a.row_seq = row_seq.data();
     a.kv_len = kv_len.data();
-    a.num_seqs = static_cast<int64_t>(lens_.size());
-    a.store[0].f = MakeDevKvFormat(format_);
-    a.store[0].records = pool_.data();
-    a.store[0].num_blocks = blocks_;
+    a.num_seqs = static_cast<int64_t>(kv_.lens.size());
+    a.store[0].f = MakeDevKvFormat(kv_.format);
+    a.store[0].records = kv_.pool.data();
+    a.store[0].num_blocks = kv_.blocks;
     a.store[0].vec = true;
     a.store[0].mma = true;
     EXPECT_TRUE(MmaStorable(a.store[0], s_.d));
-    a.table = table_.data();
-    a.table_stride = table_stride_;
+    a.table = kv_.table.data();
+    a.table_stride = kv_.table_stride;
     a.block_size = s_.block_size;
     a.q = q.data();
     a.ldq = qw;
@@ -111,7 +83,7 @@ class MmaSim {
     a.scale = 1.0f / std::sqrt(static_cast<float>(s_.d));
     a.splits_max = SplitsMax();
     a.partial = partial.data();
-    a.max_kv_len = *std::max_element(lens_.begin(), lens_.end());
+    a.max_kv_len = kv_.MaxLen();
     LaunchMma(a, runs, n, nullptr);
     return partial;
   }
@@ -141,8 +113,8 @@ class MmaSim {
 
   // Attention in double for (seq, pos) over the decoded records.
   std::vector<double> Reference(int seq, int pos, double* vmax) const {
-    return AttentionInDouble(queries_[seq], keys_[seq], values_[seq], s_.heads, s_.kv_heads, s_.d, s_.window, pos,
-                             vmax);
+    return AttentionInDouble(kv_.queries[seq], kv_.keys[seq], kv_.values[seq], s_.heads, s_.kv_heads, s_.d,
+                             s_.window, pos, vmax);
   }
 
   const float* At(const std::vector<float>& states, int64_t r, int kh, int sp) const {
@@ -154,19 +126,9 @@ class MmaSim {
   }
 
  private:
-  const uint8_t* Rec(int seq, int j) const {
-    const int b = table_[seq * table_stride_ + j / s_.block_size];
-    return pool_.data() + (static_cast<int64_t>(b) * s_.block_size + j % s_.block_size) * format_.record_bytes;
-  }
-
   Shape s_;
-  std::vector<int> lens_;
   std::mt19937 rng_;
-  KvRecordFormat format_;
-  int table_stride_ = 0, blocks_ = 0;
-  std::vector<uint8_t> pool_;
-  std::vector<int32_t> table_;
-  std::vector<std::vector<float>> keys_, values_, queries_;
+  SimKv kv_;
 };
 
 class MmaSimTest : public ::testing::TestWithParam<Shape> {};

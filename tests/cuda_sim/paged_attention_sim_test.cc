@@ -18,10 +18,10 @@
 #include <utility>
 #include <vector>
 
-#include "attention_reference.h"
 #include "backend/cuda/launch.h"
 #include "backend/kv_record.h"
 #include "backend/ops.h"
+#include "sim_kv.h"
 
 namespace g4::cuda {
 namespace {
@@ -48,44 +48,16 @@ struct Shape {
 class AttentionSim {
  public:
   AttentionSim(const Shape& s, const KvCodecSpec& spec, std::vector<int> lens, uint32_t seed)
-      : s_(s), lens_(std::move(lens)), rng_(seed) {
-    format_ = *KvRecordFormat::Make(spec, s.kv_heads, s.d);
-    const int64_t w = format_.width();
-    std::uniform_real_distribution<float> u(-1.7320508f, 1.7320508f);
-    for (int len : lens_) table_stride_ = std::max(table_stride_, (len + kBlock - 1) / kBlock);
-    blocks_ = table_stride_ * static_cast<int>(lens_.size()) + 1;
-    pool_.assign(static_cast<size_t>(blocks_) * kBlock * format_.record_bytes, 0);
-    std::vector<int> ids(blocks_);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::shuffle(ids.begin(), ids.end(), rng_);
-    table_.assign(lens_.size() * table_stride_, -1);
-    for (size_t q = 0; q < lens_.size(); ++q) {
-      std::vector<float> k(static_cast<size_t>(lens_[q]) * w), v(k.size());
-      for (float& x : k) x = u(rng_);
-      for (float& x : v) x = u(rng_);
-      for (int j = 0; j < lens_[q]; ++j) {
-        int& b = table_[q * table_stride_ + j / kBlock];
-        if (b < 0) b = ids[q * table_stride_ + j / kBlock];
-        EncodeKvRecords(format_, k.data() + j * w, v.data() + j * w, 1, Rec(static_cast<int>(q), j));
-      }
-      // The reference reads the records back (values in the original domain).
-      std::vector<uint8_t> recs(static_cast<size_t>(lens_[q]) * format_.record_bytes);
-      for (int j = 0; j < lens_[q]; ++j)
-        std::memcpy(recs.data() + j * format_.record_bytes, Rec(static_cast<int>(q), j), format_.record_bytes);
-      keys_.emplace_back(k.size());
-      values_.emplace_back(v.size());
-      DecodeKvRecords(format_, recs.data(), lens_[q], keys_.back().data(), values_.back().data());
-      queries_.emplace_back(static_cast<size_t>(lens_[q]) * s.heads * s.d);
-      for (float& x : queries_.back()) x = u(rng_);
-    }
-  }
+      : s_(s),
+        rng_(seed),
+        kv_(*KvRecordFormat::Make(spec, s.kv_heads, s.d), s.heads, kBlock, std::move(lens), rng_) {}
 
   int64_t QWidth() const { return static_cast<int64_t>(s_.heads) * s_.d; }
 
   // The output of a step of runs (sequence, first position, rows), the
   // rows of each run consecutive, runs in the order given.
   std::vector<float> Step(const std::vector<std::pair<int, std::pair<int, int>>>& runs) {
-    std::vector<int32_t> positions, row_seq, query_start(lens_.size() + 1, 0), kv_len(lens_.size(), 0);
+    std::vector<int32_t> positions, row_seq, query_start(kv_.lens.size() + 1, 0), kv_len(kv_.lens.size(), 0);
     std::vector<float> q;
     int64_t max_rows = 0;
     for (const auto& [seq, span] : runs) {
@@ -93,7 +65,8 @@ class AttentionSim {
       for (int p = first; p < first + count; ++p) {
         positions.push_back(p);
         row_seq.push_back(seq);
-        q.insert(q.end(), queries_[seq].begin() + p * QWidth(), queries_[seq].begin() + (p + 1) * QWidth());
+        q.insert(q.end(), kv_.queries[seq].begin() + p * QWidth(),
+                 kv_.queries[seq].begin() + (p + 1) * QWidth());
       }
       kv_len[seq] = first + count;
       max_rows = std::max<int64_t>(max_rows, count);
@@ -101,32 +74,32 @@ class AttentionSim {
     // query_start only describes steps whose rows are grouped by sequence
     // in order; these are.
     int64_t r = 0;
-    for (size_t sq = 0; sq < lens_.size(); ++sq) {
+    for (size_t sq = 0; sq < kv_.lens.size(); ++sq) {
       query_start[sq] = static_cast<int32_t>(r);
       for (const auto& [seq, span] : runs)
         if (seq == static_cast<int>(sq)) r += span.second;
     }
-    query_start[lens_.size()] = static_cast<int32_t>(r);
+    query_start[kv_.lens.size()] = static_cast<int32_t>(r);
     const int64_t n = static_cast<int64_t>(positions.size());
     std::vector<float> out(static_cast<size_t>(n * QWidth()), std::nanf(""));
     PagedAttentionArgs a;
     a.rows.num_rows = n;
-    a.rows.num_seqs = static_cast<int64_t>(lens_.size());
+    a.rows.num_seqs = static_cast<int64_t>(kv_.lens.size());
     a.rows.positions = positions.data();
     a.rows.row_seq = row_seq.data();
     a.rows.query_start = query_start.data();
     a.rows.kv_len = kv_len.data();
     a.rows.max_query_rows = max_rows;
     a.rows.max_kv_len = *std::max_element(kv_len.begin(), kv_len.end());
-    a.kv.store[0].format = format_;
-    a.kv.store[0].records = pool_.data();
-    a.kv.store[0].num_blocks = blocks_;
-    if (format_.rotates_values()) {
-      a.kv.store[0].value_centroids = TurboValueCentroids(format_.spec.value_bits);
+    a.kv.store[0].format = kv_.format;
+    a.kv.store[0].records = kv_.pool.data();
+    a.kv.store[0].num_blocks = kv_.blocks;
+    if (kv_.format.rotates_values()) {
+      a.kv.store[0].value_centroids = TurboValueCentroids(kv_.format.spec.value_bits);
       a.kv.store[0].value_signs = TurboValueSigns(s_.d);
     }
-    a.kv.tables.block_table = table_.data();
-    a.kv.tables.table_stride = table_stride_;
+    a.kv.tables.block_table = kv_.table.data();
+    a.kv.tables.table_stride = kv_.table_stride;
     a.kv.block_size = kBlock;
     a.q = TensorView::F32(q.data(), n, QWidth(), MemorySpace::kDevice);
     a.out = TensorView::F32(out.data(), n, QWidth(), MemorySpace::kDevice);
@@ -141,25 +114,15 @@ class AttentionSim {
 
   // Attention in double for (seq, pos) over the decoded records.
   std::vector<double> Reference(int seq, int pos, double* vmax) const {
-    return AttentionInDouble(queries_[seq], keys_[seq], values_[seq], s_.heads, s_.kv_heads, s_.d, s_.window, pos,
-                             vmax);
+    return AttentionInDouble(kv_.queries[seq], kv_.keys[seq], kv_.values[seq], s_.heads, s_.kv_heads, s_.d,
+                             s_.window, pos, vmax);
   }
 
  private:
   static constexpr int kBlock = 16;
-  uint8_t* Rec(int seq, int j) {
-    const int b = table_[seq * table_stride_ + j / kBlock];
-    return pool_.data() + (static_cast<int64_t>(b) * kBlock + j % kBlock) * format_.record_bytes;
-  }
-
   Shape s_;
-  std::vector<int> lens_;
   std::mt19937 rng_;
-  KvRecordFormat format_;
-  int table_stride_ = 0, blocks_ = 0;
-  std::vector<uint8_t> pool_;
-  std::vector<int32_t> table_;
-  std::vector<std::vector<float>> keys_, values_, queries_;
+  SimKv kv_;
   HostScratch scratch_;
 };
 
@@ -169,16 +132,17 @@ bool SameBits(const float* a, const float* b, int64_t n) { return std::memcmp(a,
 // kernel) against each row alone (the bits) and the double reference.
 void ExpectStepKeepsTheContract(const Shape& s, const KvCodecSpec& spec, uint32_t seed) {
   std::string what = spec.signature();  // appended piece by piece: gcc 12 warns (-Wrestrict) on a + chain
-  for (const std::string& piece : {std::string(" d"), std::to_string(s.d), std::string(" "), std::to_string(s.heads),
-                                   std::string("/"), std::to_string(s.kv_heads), std::string(" window "),
-                                   std::to_string(s.window)})
+  for (const std::string& piece :
+       {std::string(" d"), std::to_string(s.d), std::string(" "), std::to_string(s.heads), std::string("/"),
+        std::to_string(s.kv_heads), std::string(" window "), std::to_string(s.window)})
     what += piece;
   AttentionSim sim(s, spec, {2100, 150}, seed);
   const std::vector<std::pair<int, std::pair<int, int>>> runs = {{0, {2099, 1}}, {1, {141, 9}}};
   const std::vector<float> both = sim.Step(runs);
   const int64_t qw = sim.QWidth();
   EXPECT_TRUE(SameBits(sim.Step({{0, {2099, 1}}}).data(), both.data(), qw)) << what << ": the long row alone";
-  EXPECT_TRUE(SameBits(sim.Step({{1, {149, 1}}}).data(), both.data() + 9 * qw, qw)) << what << ": the run's last row";
+  EXPECT_TRUE(SameBits(sim.Step({{1, {149, 1}}}).data(), both.data() + 9 * qw, qw))
+      << what << ": the run's last row";
   int64_t r = 0;
   for (const auto& [seq, span] : runs)
     for (int p = span.first; p < span.first + span.second; ++p, ++r) {
@@ -192,7 +156,8 @@ void ExpectStepKeepsTheContract(const Shape& s, const KvCodecSpec& spec, uint32_
 
 TEST(PagedAttentionSim, CudaCoreKernelsMatchTheReference) {
   uint32_t seed = 10;
-  for (const KvCodecSpec& spec : {KvCodecSpec::Turbo(8, 3), KvCodecSpec::Turbo(4, 2), KvCodecSpec::Plain(DType::kF16)})
+  for (const KvCodecSpec& spec :
+       {KvCodecSpec::Turbo(8, 3), KvCodecSpec::Turbo(4, 2), KvCodecSpec::Plain(DType::kF16)})
     for (const Shape& s : {Shape{8, 2, 256, 0}, Shape{4, 1, 512, 300}})
       ExpectStepKeepsTheContract(s, spec, ++seed);
 }
