@@ -230,7 +230,7 @@ Status ParseOpenAiTools(const Json& body, std::vector<ToolDefinition>* out) {
     G4_RETURN_IF_ERROR(ReadString(t, "type", &type, at));
     if (type.value_or("function") != "function")
       return RefuseRequest("tool type '" + *type + "' at " + at.substr(0, at.size() - 1) +
-                    " is not supported: only \"function\" tools");
+                           " is not supported: only \"function\" tools");
     const Json* fn = Find(t, "function");
     if (!fn || !fn->is_object()) return FieldError(at + "function", "is required and must be an object");
     G4_RETURN_IF_ERROR(ReadString(*fn, "name", &name, at + "function."));
@@ -284,7 +284,7 @@ StatusOr<ChatRequest> ParseChatCompletionRequest(const Json& body, const Request
     G4_RETURN_IF_ERROR(ReadString(*rf, "type", &type, "response_format."));
     if (type.value_or("text") != "text")
       return RefuseRequest("response_format '" + *type +
-                    "' is not supported: g4 has no structured output yet (only {\"type\": \"text\"})");
+                           "' is not supported: g4 has no structured output yet (only {\"type\": \"text\"})");
   }
   if (const Json* kw = Find(body, "chat_template_kwargs")) {
     if (!kw->is_object()) return FieldError("chat_template_kwargs", "must be an object");

@@ -12,8 +12,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -33,9 +31,8 @@ class MmaSim {
  public:
   MmaSim(const Shape& s, std::vector<int> lens, uint32_t seed)
       : s_(s),
-        rng_(seed),
         kv_(*KvRecordFormat::Make(KvCodecSpec::Plain(DType::kBF16), s.kv_heads, s.d), s.heads, s.block_size,
-            std::move(lens), rng_) {}
+            std::move(lens), seed) {}
 
   int64_t StateFloats() const { return static_cast<int64_t>(s_.heads / s_.kv_heads) * (2 + s_.d); }
   int SplitsMax() const {
@@ -127,7 +124,6 @@ class MmaSim {
 
  private:
   Shape s_;
-  std::mt19937 rng_;
   SimKv kv_;
 };
 

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -52,11 +51,13 @@ inline std::vector<double> AttentionInDouble(const std::vector<float>& q, const 
   return out;
 }
 
-// Sequences of `lens` tokens (unit-variance uniform K, V and queries) in
-// blocks of `block_size` records, block ids shuffled, 3 spare blocks.
+// Sequences of `lens` tokens (unit-variance uniform K, V and queries,
+// drawn from `seed`) in blocks of `block_size` records, block ids
+// shuffled, 3 spare blocks.
 struct SimKv {
-  SimKv(const KvRecordFormat& f, int heads, int block_size, std::vector<int> lengths, std::mt19937& rng)
+  SimKv(const KvRecordFormat& f, int heads, int block_size, std::vector<int> lengths, uint32_t seed)
       : format(f), block(block_size), lens(std::move(lengths)) {
+    std::mt19937 rng(seed);
     const int64_t w = format.width();
     std::uniform_real_distribution<float> u(-1.7320508f, 1.7320508f);
     for (int len : lens) table_stride = std::max(table_stride, (len + block - 1) / block);
@@ -76,12 +77,11 @@ struct SimKv {
         EncodeKvRecords(format, k.data() + j * w, v.data() + j * w, 1, Rec(static_cast<int>(q), j));
       }
       // The reference reads the records back (values in the original domain).
-      std::vector<uint8_t> recs(static_cast<size_t>(lens[q]) * format.record_bytes);
-      for (int j = 0; j < lens[q]; ++j)
-        std::memcpy(recs.data() + j * format.record_bytes, Rec(static_cast<int>(q), j), format.record_bytes);
       keys.emplace_back(k.size());
       values.emplace_back(v.size());
-      DecodeKvRecords(format, recs.data(), lens[q], keys.back().data(), values.back().data());
+      for (int j = 0; j < lens[q]; ++j)
+        DecodeKvRecords(format, Rec(static_cast<int>(q), j), 1, keys.back().data() + j * w,
+                        values.back().data() + j * w);
       queries.emplace_back(static_cast<size_t>(lens[q]) * heads * format.head_dim);
       for (float& x : queries.back()) x = u(rng);
     }
