@@ -71,7 +71,12 @@ struct MmaShape {
   static constexpr size_t kScoreBytes = size_t{kEntries} * kScoreStride * 4;
   static constexpr size_t kPBytes = size_t{3} * kEntries * kPStride * 2;
   static constexpr size_t kKvBuffers = SHARE ? 1 : 2;
-  static constexpr size_t kBytes = kKvBuffers * kKvBytes + kScoreBytes + kPBytes + size_t{kEntries} * 2 * 4;
+  static constexpr size_t kStatBytes = size_t{kEntries} * 2 * 4;
+  // The row kernel's q as three bf16 terms, [3][16 entries][D + 8] (rows
+  // padded as the keys'), split once per block instead of once per warp.
+  static constexpr bool kQTerms = EG == 1;
+  static constexpr size_t kQBytes = kQTerms ? size_t{3} * kEntryTile * kKvStride * 2 : 0;
+  static constexpr size_t kBytes = kKvBuffers * kKvBytes + kScoreBytes + kPBytes + kStatBytes + kQBytes;
   static_assert(kScoreTiles % 2 == 0 && kValueBatch % 2 == 0 && kValueTiles % kValueBatch == 0);
   static_assert(kKvBytes % 16 == 0 && kScoreBytes % 16 == 0);
 };
@@ -95,6 +100,7 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
   float* sc = reinterpret_cast<float*>(rest);                                           // [E][kScoreStride]
   __nv_bfloat16* pt = reinterpret_cast<__nv_bfloat16*>(rest + S::kScoreBytes);         // [3][E][kPStride]
   float* stats = reinterpret_cast<float*>(rest + S::kScoreBytes + S::kPBytes);        // [2][E]
+  __nv_bfloat16* qt = reinterpret_cast<__nv_bfloat16*>(rest + S::kScoreBytes + S::kPBytes + S::kStatBytes);
   __shared__ MmaRow trow[E];
   __shared__ const uint8_t* krec[kSplitKeys];
   __shared__ int span[2];
@@ -211,12 +217,25 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
     const float* q_b = a.q + (a.row0 + seg0 + row_b) * a.ldq +
                        (static_cast<int64_t>(kh) * G + g0 + e_b % heads_per_group) * D;
 
+    if constexpr (S::kQTerms) {  // while the keys arrive: q's terms, the A fragments every warp reads
+      for (int i = threadIdx.x; i < kEntryTile * D; i += kMmaThreads) {
+        const int e = i / D, c = i - e * D;
+        int row;
+        const float x = live(e, row) ? a.q[(a.row0 + seg0 + row) * a.ldq +
+                                           (static_cast<int64_t>(kh) * G + g0 + e % heads_per_group) * D + c]
+                                     : 0.0f;
+        const Bf16Terms u = SplitBf16(x);
+        qt[e * S::kKvStride + c] = u.hi;
+        qt[(kEntryTile + e) * S::kKvStride + c] = u.mid;
+        qt[(2 * kEntryTile + e) * S::kKvStride + c] = u.lo;
+      }
+    }
     if (SHARE) {
       CpAsyncWait<0>();
     } else {
       CpAsyncWait<1>();
     }
-    __syncthreads();  // the keys are in
+    __syncthreads();  // the keys are in (and q's terms)
 
     // 2. Scores of the warp's column tiles part * kScoreTiles ...
     {
@@ -230,19 +249,29 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
       // ldmatrix rows: lane l gives matrix l / 8's row l % 8: key tile
       // (l / 16), element half (l / 8) % 2.
       const __nv_bfloat16* krow = ks + ((nt0 + (lane >> 4)) * 8 + (lane & 7)) * S::kKvStride + ((lane >> 3) & 1) * 8;
+      // The row kernel's A fragments from q's terms by ldmatrix: lane l
+      // gives row l % 8 (+ 8 for matrices 1 and 3) and column half l / 16
+      // of the 16 x 16 tile, the fragment order below.
+      const __nv_bfloat16* qrow = qt + ((lane & 7) + ((lane >> 3) & 1) * 8) * S::kKvStride + (lane >> 4) * 8;
 #pragma unroll 2
       for (int kc = 0; kc < D / 16; ++kc) {
-        const int c = kc * 16 + 2 * t;
-        const float x[8] = {live_a ? q_a[c] : 0.0f,     live_a ? q_a[c + 1] : 0.0f, live_b ? q_b[c] : 0.0f,
-                            live_b ? q_b[c + 1] : 0.0f, live_a ? q_a[c + 8] : 0.0f, live_a ? q_a[c + 9] : 0.0f,
-                            live_b ? q_b[c + 8] : 0.0f, live_b ? q_b[c + 9] : 0.0f};
         uint32_t ah[4], am[4], al[4];
+        if constexpr (S::kQTerms) {
+          LdMatrixX4(ah, qrow + kc * 16);
+          LdMatrixX4(am, qrow + kEntryTile * S::kKvStride + kc * 16);
+          LdMatrixX4(al, qrow + 2 * kEntryTile * S::kKvStride + kc * 16);
+        } else {
+          const int c = kc * 16 + 2 * t;
+          const float x[8] = {live_a ? q_a[c] : 0.0f,     live_a ? q_a[c + 1] : 0.0f, live_b ? q_b[c] : 0.0f,
+                              live_b ? q_b[c + 1] : 0.0f, live_a ? q_a[c + 8] : 0.0f, live_a ? q_a[c + 9] : 0.0f,
+                              live_b ? q_b[c + 8] : 0.0f, live_b ? q_b[c + 9] : 0.0f};
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const Bf16Terms u = SplitBf16(x[2 * i]), v = SplitBf16(x[2 * i + 1]);
-          ah[i] = PackBf16(u.hi, v.hi);
-          am[i] = PackBf16(u.mid, v.mid);
-          al[i] = PackBf16(u.lo, v.lo);
+          for (int i = 0; i < 4; ++i) {
+            const Bf16Terms u = SplitBf16(x[2 * i]), v = SplitBf16(x[2 * i + 1]);
+            ah[i] = PackBf16(u.hi, v.hi);
+            am[i] = PackBf16(u.mid, v.mid);
+            al[i] = PackBf16(u.lo, v.lo);
+          }
         }
 #pragma unroll
         for (int n = 0; n < NT; n += 2) {
