@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -44,7 +45,8 @@ class MmaSim {
   int64_t RowStateFloats() const { return static_cast<int64_t>(s_.kv_heads) * SplitsMax() * StateFloats(); }
 
   // The split states of a step of (sequence, position) rows.
-  std::vector<float> States(const std::vector<std::pair<int, int>>& rows, bool runs) {
+  // q_vec: the kernel may read q four floats at a time (where aligned).
+  std::vector<float> States(const std::vector<std::pair<int, int>>& rows, bool runs, bool q_vec = true) {
     const int64_t n = static_cast<int64_t>(rows.size()), qw = static_cast<int64_t>(s_.heads) * s_.d;
     std::vector<int32_t> positions(n), row_seq(n), kv_len(kv_.lens.begin(), kv_.lens.end());
     std::vector<float> q(static_cast<size_t>(n) * qw);
@@ -72,6 +74,7 @@ class MmaSim {
     a.block_size = s_.block_size;
     a.q = q.data();
     a.ldq = qw;
+    a.q_vec = q_vec && qw % 4 == 0 && reinterpret_cast<uintptr_t>(q.data()) % 16 == 0;
     a.heads = s_.heads;
     a.kv_heads = s_.kv_heads;
     a.d = s_.d;
@@ -148,6 +151,7 @@ TEST_P(MmaSimTest, RunKernelGivesTheRowKernelsStatesAndMatchesTheReference) {
   for (const int i : {0, 1, 20, 40, 47, 48, 63, 69, 70, 71, 89}) {
     const auto [seq, pos] = step[i];
     const std::vector<float> alone = sim.States({{seq, pos}}, /*runs=*/false);
+    const std::vector<float> scalar_q = sim.States({{seq, pos}}, false, /*q_vec=*/false);
     const std::string what = "d" + std::to_string(s.d) + " " + std::to_string(s.heads) + "/" +
                              std::to_string(s.kv_heads) + " window " + std::to_string(s.window) + ", seq " +
                              std::to_string(seq) + " pos " + std::to_string(pos);
@@ -155,6 +159,7 @@ TEST_P(MmaSimTest, RunKernelGivesTheRowKernelsStatesAndMatchesTheReference) {
       for (int sp = 0; sp < sim.Splits(pos); ++sp)
         EXPECT_EQ(0, std::memcmp(sim.At(run, i, kh, sp), sim.At(alone, 0, kh, sp), sim.StateFloats() * sizeof(float)))
             << what << " kv head " << kh << " split " << sp;
+    EXPECT_EQ(0, std::memcmp(alone.data(), scalar_q.data(), alone.size() * sizeof(float))) << what << ": q read by floats";
     double vmax = 0;
     const std::vector<double> want = sim.Reference(seq, pos, &vmax);
     const std::vector<double> got = sim.Merge(run, i, pos);

@@ -57,7 +57,7 @@ constexpr int kPStride = kSplitKeys + 8;       // bf16 per p row: A-fragment wor
 // SHARE: the values land in the keys' buffer once the scores are done (the
 // block's shared memory halves, at the price of the copies overlapping no
 // work of the same block).
-template <int D, int EG, bool SHARE>
+template <int D, int EG, bool SHARE, bool QT = true>
 struct MmaShape {
   static constexpr int kEntries = kEntryTile * EG;
   // bf16 per key row: 16 bytes of padding put ldmatrix's 8 rows on
@@ -74,7 +74,7 @@ struct MmaShape {
   static constexpr size_t kStatBytes = size_t{kEntries} * 2 * 4;
   // The row kernel's q as three bf16 terms, [3][16 entries][D + 8] (rows
   // padded as the keys'), split once per block instead of once per warp.
-  static constexpr bool kQTerms = EG == 1;
+  static constexpr bool kQTerms = EG == 1 && QT;
   static constexpr size_t kQBytes = kQTerms ? size_t{3} * kEntryTile * kKvStride * 2 : 0;
   static constexpr size_t kBytes = kKvBuffers * kKvBytes + kScoreBytes + kPBytes + kStatBytes + kQBytes;
   static_assert(kScoreTiles % 2 == 0 && kValueBatch % 2 == 0 && kValueTiles % kValueBatch == 0);
@@ -87,11 +87,11 @@ struct MmaRow {
   int first, count, split;
 };
 
-template <int D, int EG, bool SHARE>
+template <int D, int EG, bool SHARE, bool QT>
 __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int tile_rows, int heads_per_group,
                                                             int head_groups, int64_t rows, bool early_wait,
                                                             bool allow_early) {
-  using S = MmaShape<D, EG, SHARE>;
+  using S = MmaShape<D, EG, SHARE, QT>;
   constexpr int E = S::kEntries;
   uint8_t* mma_smem = DynamicShared();
   __nv_bfloat16* ks = reinterpret_cast<__nv_bfloat16*>(mma_smem);  // [key][kKvStride]
@@ -217,17 +217,27 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
     const float* q_b = a.q + (a.row0 + seg0 + row_b) * a.ldq +
                        (static_cast<int64_t>(kh) * G + g0 + e_b % heads_per_group) * D;
 
-    if constexpr (S::kQTerms) {  // while the keys arrive: q's terms, the A fragments every warp reads
-      for (int i = threadIdx.x; i < kEntryTile * D; i += kMmaThreads) {
-        const int e = i / D, c = i - e * D;
-        int row;
-        const float x = live(e, row) ? a.q[(a.row0 + seg0 + row) * a.ldq +
-                                           (static_cast<int64_t>(kh) * G + g0 + e % heads_per_group) * D + c]
-                                     : 0.0f;
-        const Bf16Terms u = SplitBf16(x);
-        qt[e * S::kKvStride + c] = u.hi;
-        qt[(kEntryTile + e) * S::kKvStride + c] = u.mid;
-        qt[(2 * kEntryTile + e) * S::kKvStride + c] = u.lo;
+    if constexpr (S::kQTerms) {
+      // While the keys arrive: q's terms, the A fragments every warp reads.
+      // The row kernel holds one row (tile_rows 1), so entry e is head
+      // g0 + e, live while e < gn and the row has keys here; dead entries'
+      // rows are zeros. Four elements a thread at a time.
+      constexpr int kQuads = D / 4;
+      const bool row_live = seg_rows > 0 && trow[0].count > 0;
+      const float* q_row = a.q + (a.row0 + seg0) * a.ldq + (static_cast<int64_t>(kh) * G + g0) * D;
+      for (int i = threadIdx.x; i < kEntryTile * kQuads; i += kMmaThreads) {
+        const int e = i / kQuads, c = (i % kQuads) * 4;
+        float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (row_live && e < gn) {
+          const float* src = q_row + static_cast<int64_t>(e) * D + c;
+          x = a.q_vec ? *reinterpret_cast<const float4*>(src) : make_float4(src[0], src[1], src[2], src[3]);
+        }
+        const Bf16Terms u0 = SplitBf16(x.x), u1 = SplitBf16(x.y), u2 = SplitBf16(x.z), u3 = SplitBf16(x.w);
+        __nv_bfloat16* dst = qt + e * S::kKvStride + c;
+        constexpr int kTerm = kEntryTile * S::kKvStride;
+        *reinterpret_cast<uint2*>(dst) = make_uint2(PackBf16(u0.hi, u1.hi), PackBf16(u2.hi, u3.hi));
+        *reinterpret_cast<uint2*>(dst + kTerm) = make_uint2(PackBf16(u0.mid, u1.mid), PackBf16(u2.mid, u3.mid));
+        *reinterpret_cast<uint2*>(dst + 2 * kTerm) = make_uint2(PackBf16(u0.lo, u1.lo), PackBf16(u2.lo, u3.lo));
       }
     }
     if (SHARE) {
@@ -395,9 +405,9 @@ const WaitSwitches& Waits() {
   return w;
 }
 
-template <int D, int EG, bool SHARE>
+template <int D, int EG, bool SHARE, bool QT = true>
 void Launch(const AttnParams& a, int64_t rows, cudaStream_t stream) {
-  using S = MmaShape<D, EG, SHARE>;
+  using S = MmaShape<D, EG, SHARE, QT>;
   const int heads_per_group = std::min(a.group, S::kEntries);
   const int head_groups = (a.group + heads_per_group - 1) / heads_per_group;
   // The row kernel takes one row per block; the run kernel as many rows as
@@ -411,19 +421,34 @@ void Launch(const AttnParams& a, int64_t rows, cudaStream_t stream) {
   // A function of (D, EG) alone: raised once (outside any capture: the
   // first call of a shape runs before its recording).
   static const bool raised = [] {
-    G4_CUDA_CHECK(cudaFuncSetAttribute(MmaKernel<D, EG, SHARE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    G4_CUDA_CHECK(cudaFuncSetAttribute(MmaKernel<D, EG, SHARE, QT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(S::kBytes)));
     return true;
   }();
   (void)raised;
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads * head_groups),
                   static_cast<unsigned>(tiles));
-  LaunchDependent(MmaKernel<D, EG, SHARE>, grid, dim3(kMmaThreads), S::kBytes, stream, a, tile_rows, heads_per_group,
+  LaunchDependent(MmaKernel<D, EG, SHARE, QT>, grid, dim3(kMmaThreads), S::kBytes, stream, a, tile_rows, heads_per_group,
                   head_groups, rows, Waits().early_wait, Waits().allow_early);
 }
 
 template <int EG>
 void LaunchEg(const AttnParams& a, int64_t rows, cudaStream_t stream) {
+  // Measuring switch (G4_CUDA_ATTN_QTERMS=0): the row kernel's warps each
+  // load and split q themselves.
+  static const bool q_terms = EnvSwitchOn("G4_CUDA_ATTN_QTERMS");
+  if (EG == 1 && !q_terms) {
+    switch (a.d) {
+      case 64:
+        return Launch<64, EG, false, false>(a, rows, stream);
+      case 128:
+        return Launch<128, EG, false, false>(a, rows, stream);
+      case 256:
+        return Launch<256, EG, false, false>(a, rows, stream);
+      default:
+        return Launch<512, EG, false, false>(a, rows, stream);
+    }
+  }
   switch (a.d) {
     case 64:
       return Launch<64, EG, false>(a, rows, stream);
