@@ -285,8 +285,9 @@ TEST_P(PagedAttentionTest, ChunkedPrefillEqualsOnePassEqualsDecode) {
 }
 
 // Sets an environment variable for its lifetime and unsets it after (the
-// CUDA backend reads G4_CUDA_ATTN_STREAM and G4_CUDA_ATTN_MMA at every
-// PagedAttention call; other backends ignore them).
+// CUDA backend reads G4_CUDA_ATTN_STREAM, G4_CUDA_ATTN_MMA and
+// G4_CUDA_ATTN_LAST_MERGE at every PagedAttention call; other backends
+// ignore them).
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
@@ -428,6 +429,46 @@ TEST_P(PagedAttentionTest, StreamingSplitKernelGivesTheSplitKernelsBits) {
     for (int sq : {a, b}) h.WriteOnHost(sq);
     expect_same_bits(h, {{a, 1499, 1}, {b, 695, 5}}, "two turbo stores" + geometry);
   }
+}
+
+// The CUDA backend's tensor-core row kernel merging a row's splits itself
+// (G4_CUDA_ATTN_LAST_MERGE: up to N splits; 0 never) against its merge
+// kernel: the same bits for decode steps of one and of several rows at the
+// model head shapes, windowed or not, at and past the default limit of 16
+// splits, step after step (its counters reset); and within the reference.
+TEST_P(PagedAttentionTest, RowKernelMergeGivesTheMergeKernelsBits) {
+  if (backend().name() != "cuda") GTEST_SKIP() << "G4_CUDA_ATTN_LAST_MERGE is the CUDA backend's";
+  uint32_t seed = 800;
+  const struct { int heads, kv_heads, head_dim; } kShapes[] = {{8, 2, 256}, {16, 8, 256}, {16, 1, 512}, {8, 2, 512}};
+  for (const auto& g : kShapes)
+    for (int window : {0, 300}) {
+      AttentionShape shape;
+      shape.num_heads = g.heads;
+      shape.num_kv_heads = g.kv_heads;
+      shape.head_dim = g.head_dim;
+      shape.window = window;
+      const std::string what = "d" + std::to_string(g.head_dim) + " " + std::to_string(g.heads) + "/" +
+                               std::to_string(g.kv_heads) + " window " + std::to_string(window);
+      PagedKvHarness h(backend(), shape, MakeFormat(KvCodecSpec::Plain(DType::kBF16), g.kv_heads, g.head_dim),
+                       KvRecordFormat{}, 16, 160, ++seed);
+      const int a = h.AddSequence(2000, 0), b = h.AddSequence(700, 0), c = h.AddSequence(33, 0);
+      for (int sq : {a, b, c}) h.WriteOnHost(sq);
+      const std::vector<std::vector<KvRun>> steps = {
+          {{b, 699, 1}}, {{c, 32, 1}}, {{b, 640, 1}, {c, 0, 1}, {b, 1, 1}}, {{a, 1999, 1}, {b, 699, 1}}};
+      for (const auto& step : steps) {
+        std::vector<float> merge_kernel;
+        {
+          ScopedEnv off("G4_CUDA_ATTN_LAST_MERGE", "0");
+          merge_kernel = h.Step(step, false);
+        }
+        for (const char* limit : {"32", "32", static_cast<const char*>(nullptr)}) {
+          ScopedEnv on("G4_CUDA_ATTN_LAST_MERGE", limit);
+          EXPECT_TRUE(BitwiseEqual(merge_kernel, h.Step(step, false), h.q_width()))
+              << what << ", " << step.size() << " rows, limit " << (limit != nullptr ? limit : "default");
+        }
+        ExpectMatchesReference(h, step, what);
+      }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, PagedAttentionTest, BackendValues(), BackendParamName);

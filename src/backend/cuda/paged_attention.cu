@@ -22,7 +22,9 @@
 // reads a split's keys once per tile of rows rather than once per row. The
 // split kernel then skips those rows; the merge is common.
 #include <algorithm>
+#include <cstdlib>
 
+#include "backend/cuda/attention_last_merge.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_info.h"
@@ -264,6 +266,19 @@ __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a, int chunks
   }
 }
 
+// Most splits a row may have for the tensor-core row kernel to merge them
+// itself: 16 (a sliding layer's window, a global layer up to 1024 keys)
+// unless G4_CUDA_ATTN_LAST_MERGE says otherwise (0: never; 1: the default;
+// N > 1: up to N, at most kLastMergeMaxSplits). Read at every call, so
+// tests can switch it.
+int LastMergeSplits() {
+  constexpr int kDefault = 16;
+  const char* e = std::getenv("G4_CUDA_ATTN_LAST_MERGE");
+  if (e == nullptr || *e == '\0') return kDefault;
+  const int n = std::atoi(e);
+  return n == 1 ? kDefault : std::clamp(n, 0, kLastMergeMaxSplits);
+}
+
 AttnStore MakeAttnStore(const PagedKvStore& s) {
   AttnStore d;
   if (!s.records) return d;
@@ -367,6 +382,15 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   const bool split = !all_mma && (!tiled || args.rows.num_seqs > 1 || rows < tiled_min);
   // The tensor-core run kernel where a sequence has a prefill run's rows.
   const bool mma_runs = args.rows.max_query_rows >= kTiledMinRowsDefault;
+  // The tensor-core row kernel merges the splits itself when they are few
+  // (attention_last_merge.cuh: MergeKernel's bits, without its launch);
+  // at long context the merge kernel's many blocks share the work.
+  const bool last_merge = any_mma && all_mma && !any_turbo && !mma_runs && a.splits_max <= LastMergeSplits();
+  if (last_merge) {
+    SubProfile sp(stream, "attention scratch");
+    a.merge_count = static_cast<int*>(scratch.Get(
+        Scratch::kCounters, sizeof(int) * static_cast<size_t>(std::min(group_rows, rows)) * a.kv_heads * a.group));
+  }
   a.query_start = args.rows.query_start;
   a.tiled_min_rows = tiled ? tiled_min : 0;
   a.max_kv_len = max_len;
@@ -400,6 +424,7 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
       LaunchMma(a, mma_runs, n, stream);
       G4_CUDA_LAUNCHED();
     }
+    if (last_merge) continue;
     SubProfile sp_merge(stream, rows == 1 ? "attention merge (1 row)" : "attention merge");
     const dim3 merge_grid(static_cast<unsigned>(a.heads * merge_chunks), static_cast<unsigned>(n));
     if (any_turbo) {

@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/attention_last_merge.cuh"
 #include "backend/cuda/bf16_terms.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -393,6 +394,11 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
       out[h] = stats[e];
       out[G + h] = stats[E + e];
     }
+  }
+  if constexpr (EG == 1) {  // one row per block (tile_rows 1): t0 is the row
+    static_assert(kSplitKeys * S::kKvStride * 2 >= kLastMergeScratchFloats * 4);
+    if (a.merge_count != nullptr)
+      MergeInLastBlock(a, t0, kh, g0, gn, a.merge_count + t0 * gridDim.y + blockIdx.y, reinterpret_cast<float*>(ks));
   }
 }
 
