@@ -122,7 +122,7 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
     WaitForPredecessor();
     if (allow_early) AllowDependents();
   }
-  if (t0 >= rows) return;
+  if (t0 >= rows) return;  // never in the row kernel (a grid z per row), whose every block must reach its merge
   const int64_t t_end = std::min<int64_t>(t0 + tile_rows, rows);
   const int64_t state = StateFloats(a);
 
