@@ -47,8 +47,7 @@
 namespace g4::cuda::attn {
 namespace {
 
-constexpr int kMmaWarps = 4;
-constexpr int kMmaThreads = kMmaWarps * 32;
+constexpr int kMmaWarps = 4;  // per block, unless the row kernel takes 8 (MmaShape's W)
 constexpr int kEntryTile = 16;                 // entries per mma row tile
 constexpr int kKeyTiles = kSplitKeys / 8;      // score column tiles per split
 constexpr int kKeyChunks = kSplitKeys / 16;    // value k-steps per split
@@ -57,15 +56,22 @@ constexpr int kPStride = kSplitKeys + 8;       // bf16 per p row: A-fragment wor
 
 // SHARE: the values land in the keys' buffer once the scores are done (the
 // block's shared memory halves, at the price of the copies overlapping no
-// work of the same block).
-template <int D, int EG, bool SHARE, bool QT = true>
+// work of the same block). W: warps per block (8 only for the row kernel
+// at head_dim 128 or more: each warp then takes half as many value columns
+// and copies; the scores stay with 4 of them, two key tiles each).
+template <int D, int EG, bool SHARE, bool QT = true, int W = kMmaWarps>
 struct MmaShape {
+  static constexpr int kWarps = W;
+  static constexpr int kThreads = W * 32;
   static constexpr int kEntries = kEntryTile * EG;
   // bf16 per key row: 16 bytes of padding put ldmatrix's 8 rows on
   // distinct banks.
   static constexpr int kKvStride = D + 8;
-  static constexpr int kWarpsPerGroup = kMmaWarps / EG;  // warps sharing one 16-entry tile
-  static constexpr int kScoreTiles = kKeyTiles / kWarpsPerGroup;
+  static constexpr int kWarpsPerGroup = W / EG;  // warps sharing one 16-entry tile
+  // Warps of a tile computing scores (at least two key tiles each: the
+  // score loop takes them in pairs); the others wait at the barrier.
+  static constexpr int kScoreParts = kWarpsPerGroup < kKeyTiles / 2 ? kWarpsPerGroup : kKeyTiles / 2;
+  static constexpr int kScoreTiles = kKeyTiles / kScoreParts;
   static constexpr int kValueTiles = D / 8 / kWarpsPerGroup;
   static constexpr int kValueBatch = kValueTiles < 8 ? kValueTiles : 8;  // column tiles accumulated at once
   static constexpr size_t kKvBytes = size_t{kSplitKeys} * kKvStride * 2;
@@ -88,11 +94,12 @@ struct MmaRow {
   int first, count, split;
 };
 
-template <int D, int EG, bool SHARE, bool QT>
-__global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int tile_rows, int heads_per_group,
-                                                            int head_groups, int64_t rows, bool early_wait,
-                                                            bool allow_early) {
-  using S = MmaShape<D, EG, SHARE, QT>;
+template <int D, int EG, bool SHARE, bool QT, int W>
+__global__ __launch_bounds__(W * 32, 1) void MmaKernel(AttnParams a, int tile_rows, int heads_per_group,
+                                                       int head_groups, int64_t rows, bool early_wait,
+                                                       bool allow_early) {
+  using S = MmaShape<D, EG, SHARE, QT, W>;
+  constexpr int kMmaThreads = S::kThreads;
   constexpr int E = S::kEntries;
   uint8_t* mma_smem = DynamicShared();
   __nv_bfloat16* ks = reinterpret_cast<__nv_bfloat16*>(mma_smem);  // [key][kKvStride]
@@ -249,7 +256,7 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
     __syncthreads();  // the keys are in (and q's terms)
 
     // 2. Scores of the warp's column tiles part * kScoreTiles ...
-    {
+    if (part < S::kScoreParts) {
       constexpr int NT = S::kScoreTiles;
       const int nt0 = part * NT;
       float c1[NT][4], c2[NT][4];
@@ -310,7 +317,7 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
     if (SHARE) load_values();  // every warp is done with the keys
 
     // 3. The softmax, one warp per entry; p as three bf16 terms.
-    for (int e = warp; e < E; e += kMmaWarps) {
+    for (int e = warp; e < E; e += S::kWarps) {
       int row;
       const bool on = live(e, row);
       const MmaRow tr = on ? trow[row] : MmaRow{0, 0, 0};
@@ -411,9 +418,9 @@ const WaitSwitches& Waits() {
   return w;
 }
 
-template <int D, int EG, bool SHARE, bool QT = true>
+template <int D, int EG, bool SHARE, bool QT = true, int W = kMmaWarps>
 void Launch(const AttnParams& a, int64_t rows, cudaStream_t stream) {
-  using S = MmaShape<D, EG, SHARE, QT>;
+  using S = MmaShape<D, EG, SHARE, QT, W>;
   const int heads_per_group = std::min(a.group, S::kEntries);
   const int head_groups = (a.group + heads_per_group - 1) / heads_per_group;
   // The row kernel takes one row per block; the run kernel as many rows as
@@ -427,15 +434,15 @@ void Launch(const AttnParams& a, int64_t rows, cudaStream_t stream) {
   // A function of (D, EG) alone: raised once (outside any capture: the
   // first call of a shape runs before its recording).
   static const bool raised = [] {
-    G4_CUDA_CHECK(cudaFuncSetAttribute(MmaKernel<D, EG, SHARE, QT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    G4_CUDA_CHECK(cudaFuncSetAttribute(MmaKernel<D, EG, SHARE, QT, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(S::kBytes)));
     return true;
   }();
   (void)raised;
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads * head_groups),
                   static_cast<unsigned>(tiles));
-  LaunchDependent(MmaKernel<D, EG, SHARE, QT>, grid, dim3(kMmaThreads), S::kBytes, stream, a, tile_rows, heads_per_group,
-                  head_groups, rows, Waits().early_wait, Waits().allow_early);
+  LaunchDependent(MmaKernel<D, EG, SHARE, QT, W>, grid, dim3(S::kThreads), S::kBytes, stream, a, tile_rows,
+                  heads_per_group, head_groups, rows, Waits().early_wait, Waits().allow_early);
 }
 
 template <int EG>
@@ -443,6 +450,21 @@ void LaunchEg(const AttnParams& a, int64_t rows, cudaStream_t stream) {
   // Measuring switch (G4_CUDA_ATTN_QTERMS=0): the row kernel's warps each
   // load and split q themselves.
   static const bool q_terms = EnvSwitchOn("G4_CUDA_ATTN_QTERMS");
+  // Measuring switch (G4_CUDA_ATTN_WIDE_ROW=0): the row kernel keeps 4
+  // warps at head_dim 128 and more.
+  static const bool wide_row = EnvSwitchOn("G4_CUDA_ATTN_WIDE_ROW");
+  const char* share = std::getenv("G4_CUDA_ATTN_MMA_SHARE");
+  const bool shared_kv = share != nullptr && std::strcmp(share, "1") == 0;
+  if (EG == 1 && q_terms && wide_row && a.d >= 128 && !shared_kv) {
+    switch (a.d) {
+      case 128:
+        return Launch<128, EG, false, true, 8>(a, rows, stream);
+      case 256:
+        return Launch<256, EG, false, true, 8>(a, rows, stream);
+      default:
+        return Launch<512, EG, false, true, 8>(a, rows, stream);
+    }
+  }
   if (EG == 1 && !q_terms) {
     switch (a.d) {
       case 64:
