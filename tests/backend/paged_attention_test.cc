@@ -457,7 +457,7 @@ TEST_P(PagedAttentionTest, RowKernelMergeGivesTheMergeKernelsBits) {
       const std::string what = Describe(g, window);
       PagedKvHarness h(backend(), ShapeOf(g, window),
                        MakeFormat(KvCodecSpec::Plain(DType::kBF16), g.kv_heads, g.head_dim), KvRecordFormat{}, 16,
-                       160, ++seed);
+                       180, ++seed);  // 172 blocks of 16 for the three sequences
       const int a = h.AddSequence(2000, 0), b = h.AddSequence(700, 0), c = h.AddSequence(33, 0);
       for (int sq : {a, b, c}) h.WriteOnHost(sq);
       const std::vector<std::vector<KvRun>> steps = {
