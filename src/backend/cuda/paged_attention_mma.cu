@@ -445,52 +445,40 @@ void Launch(const AttnParams& a, int64_t rows, cudaStream_t stream) {
                   heads_per_group, head_groups, rows, Waits().early_wait, Waits().allow_early);
 }
 
-template <int EG>
-void LaunchEg(const AttnParams& a, int64_t rows, cudaStream_t stream) {
-  // Measuring switch (G4_CUDA_ATTN_QTERMS=0): the row kernel's warps each
-  // load and split q themselves.
-  static const bool q_terms = EnvSwitchOn("G4_CUDA_ATTN_QTERMS");
-  // Measuring switch (G4_CUDA_ATTN_WIDE_ROW=0): the row kernel keeps 4
-  // warps at head_dim 128 and more.
-  static const bool wide_row = EnvSwitchOn("G4_CUDA_ATTN_WIDE_ROW");
-  const char* share = std::getenv("G4_CUDA_ATTN_MMA_SHARE");
-  const bool shared_kv = share != nullptr && std::strcmp(share, "1") == 0;
-  if (EG == 1 && q_terms && wide_row && a.d >= 128 && !shared_kv) {
-    switch (a.d) {
-      case 128:
-        return Launch<128, EG, false, true, 8>(a, rows, stream);
-      case 256:
-        return Launch<256, EG, false, true, 8>(a, rows, stream);
-      default:
-        return Launch<512, EG, false, true, 8>(a, rows, stream);
-    }
-  }
-  if (EG == 1 && !q_terms) {
-    switch (a.d) {
-      case 64:
-        return Launch<64, EG, false, false>(a, rows, stream);
-      case 128:
-        return Launch<128, EG, false, false>(a, rows, stream);
-      case 256:
-        return Launch<256, EG, false, false>(a, rows, stream);
-      default:
-        return Launch<512, EG, false, false>(a, rows, stream);
-    }
-  }
+// The head sizes the kernels take, as template arguments (8 warps only
+// from 128: at 64 a warp would hold one value column tile).
+template <int EG, bool QT, int W>
+void LaunchDim(const AttnParams& a, int64_t rows, cudaStream_t stream) {
   switch (a.d) {
     case 64:
-      return Launch<64, EG, false>(a, rows, stream);
+      if constexpr (W == kMmaWarps) return Launch<64, EG, false, QT, W>(a, rows, stream);
+      break;
     case 128:
-      return Launch<128, EG, false>(a, rows, stream);
+      return Launch<128, EG, false, QT, W>(a, rows, stream);
     case 256:
-      return Launch<256, EG, false>(a, rows, stream);
+      return Launch<256, EG, false, QT, W>(a, rows, stream);
     default:
-      // Measuring switch (G4_CUDA_ATTN_MMA_SHARE=1): one buffer for keys
-      // and values at head_dim 512.
-      if (const char* e = std::getenv("G4_CUDA_ATTN_MMA_SHARE"); e != nullptr && std::strcmp(e, "1") == 0)
-        return Launch<512, EG, true>(a, rows, stream);
-      return Launch<512, EG, false>(a, rows, stream);
+      return Launch<512, EG, false, QT, W>(a, rows, stream);
   }
+  G4_CHECK_MSG(false, "[cuda] PagedAttention: 8 warps at head_dim 64");
+}
+
+template <int EG>
+void LaunchEg(const AttnParams& a, int64_t rows, cudaStream_t stream) {
+  // Measuring switch (G4_CUDA_ATTN_MMA_SHARE=1): one buffer for keys and
+  // values at head_dim 512.
+  if (const char* e = std::getenv("G4_CUDA_ATTN_MMA_SHARE"); a.d == 512 && e != nullptr && std::strcmp(e, "1") == 0)
+    return Launch<512, EG, true>(a, rows, stream);
+  if constexpr (EG == 1) {
+    // Measuring switches: G4_CUDA_ATTN_QTERMS=0, the row kernel's warps each
+    // load and split q themselves (and 4 warps); G4_CUDA_ATTN_WIDE_ROW=0, 4
+    // warps at head_dim 128 and more.
+    static const bool q_terms = EnvSwitchOn("G4_CUDA_ATTN_QTERMS");
+    static const bool wide_row = EnvSwitchOn("G4_CUDA_ATTN_WIDE_ROW");
+    if (!q_terms) return LaunchDim<EG, false, kMmaWarps>(a, rows, stream);
+    if (wide_row && a.d >= 128) return LaunchDim<EG, true, 8>(a, rows, stream);
+  }
+  return LaunchDim<EG, true, kMmaWarps>(a, rows, stream);
 }
 
 }  // namespace
