@@ -315,8 +315,12 @@ AttentionShape ShapeOf(const Heads& g, int window) {
   return shape;
 }
 std::string Describe(const Heads& g, int window) {
-  return "d" + std::to_string(g.head_dim) + " " + std::to_string(g.heads) + "/" + std::to_string(g.kv_heads) +
-         " window " + std::to_string(window);
+  std::string s = "d";  // appended piece by piece: gcc 12 warns (-Wrestrict) on "d" + std::string
+  for (const std::string& piece : {std::to_string(g.head_dim), std::string(" "), std::to_string(g.heads),
+                                   std::string("/"), std::to_string(g.kv_heads), std::string(" window "),
+                                   std::to_string(window)})
+    s += piece;
+  return s;
 }
 // The models' geometries.
 constexpr Heads kModelHeads[] = {{8, 2, 256}, {16, 8, 256}, {16, 1, 512}, {8, 2, 512}};
@@ -465,6 +469,30 @@ TEST_P(PagedAttentionTest, RowKernelMergeGivesTheMergeKernelsBits) {
       for (const auto& step : steps)  // "32" twice: the counters are back at zero after a step
         ExpectSwitchKeepsBits(h, step, what + ", " + std::to_string(step.size()) + " rows", "G4_CUDA_ATTN_LAST_MERGE",
                               "0", {"32", "32", nullptr});
+    }
+}
+
+// The CUDA backend's merge of TurboQuant rows in chunks of the head, whose
+// last block rotates the row (G4_CUDA_ATTN_TURBO_CHUNKS: from N splits; 0
+// never), against one block per head: the same bits for steps of one and
+// of several rows at the model head shapes, windowed or not, with a plain
+// bf16 store beside the turbo one (its rows merged in chunks either way),
+// step after step (the counters reset); and within the reference.
+TEST_P(PagedAttentionTest, ChunkedTurboMergeGivesTheWholeRowMergesBits) {
+  if (backend().name() != "cuda") GTEST_SKIP() << "G4_CUDA_ATTN_TURBO_CHUNKS is the CUDA backend's";
+  uint32_t seed = 900;
+  for (const Heads& g : kModelHeads)
+    for (int window : {0, 300}) {
+      const std::string what = Describe(g, window) + " turbo k8v3";
+      PagedKvHarness h(backend(), ShapeOf(g, window), MakeFormat(KvCodecSpec::Turbo(8, 3), g.kv_heads, g.head_dim),
+                       MakeFormat(KvCodecSpec::Plain(DType::kBF16), g.kv_heads, g.head_dim), 16, 180, ++seed);
+      const int a = h.AddSequence(2000, 0), b = h.AddSequence(700, 1), c = h.AddSequence(33, 0);
+      for (int sq : {a, b, c}) h.WriteOnHost(sq);
+      const std::vector<std::vector<KvRun>> steps = {
+          {{a, 1999, 1}}, {{c, 32, 1}}, {{a, 1500, 1}, {c, 0, 1}, {b, 699, 1}}, {{b, 699, 1}, {a, 1999, 1}}};
+      for (const auto& step : steps)  // "1" twice: the counters are back at zero after a step
+        ExpectSwitchKeepsBits(h, step, what + ", " + std::to_string(step.size()) + " rows",
+                              "G4_CUDA_ATTN_TURBO_CHUNKS", "0", {"1", "1", nullptr});
     }
 }
 

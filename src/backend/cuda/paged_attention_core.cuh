@@ -69,6 +69,10 @@ struct AttnParams {
   // (attention_last_merge.cuh) and no merge kernel runs: one zeroed
   // counter per (row of the launch, block row of the grid).
   int* merge_count;
+  // When set, TurboQuant rows are merged in chunks of the head and the
+  // last chunk's block rotates the row (MergeKernel): one zeroed counter
+  // per (row of the launch, query head).
+  int* rotate_count;
 };
 
 __device__ __forceinline__ int64_t StateFloats(const AttnParams& a) {
