@@ -28,6 +28,7 @@
 #include "backend/cuda/affine_int8_core.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dynamic_shared.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "core/check.h"
@@ -117,7 +118,7 @@ __global__ __launch_bounds__(MmaShape<B, GP, WN, WM, NI>::kThreads, MmaShape<B, 
 AffineMmaKernel(OutSet set, QRows qr, TileSource src) {
   using S = MmaShape<B, GP, WN, WM, NI>;
   constexpr int kThreads = S::kThreads;
-  extern __shared__ __align__(16) uint32_t smem[];
+  uint32_t* smem = reinterpret_cast<uint32_t*>(DynamicShared());
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int wn = warp % WN, wm = warp / WN;

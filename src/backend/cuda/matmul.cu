@@ -17,6 +17,7 @@
 
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/matmul_core.cuh"
 #include "backend/cuda/sub_profile.h"
@@ -368,8 +369,9 @@ void MatMulDense(const DevWeight& w, const TensorView& x, const TensorView& y, c
 // Products of x with affine matrices of one bit width, group size and
 // column count, ys[i] = x ws[i]^T, or with u (gated) (gelu_tanh(x) * u)
 // ws[i]^T: x quantized once, then one launch: the one-row kernel for one
-// row, the tensor-core kernel from AffineMmaMinRows() rows, else the tiled
-// kernel.
+// row, the tensor-core kernel from AffineMmaMinRows() rows, the few-row
+// tensor-core kernel for the rows it takes when G4_CUDA_ROWS_MMA is on, else
+// the tiled kernel.
 void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, const TensorView* u,
                   std::span<const TensorView> ys, Scratch& scratch, cudaStream_t stream) {
   const WeightMatrix& w0 = *ws[0];
@@ -399,6 +401,11 @@ void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, 
   if (M == 1) {
     SubProfile sp(stream, weights >= (int64_t{1} << 24) ? "matmul int8 row (>=16M weights)" : "matmul int8 row (small)");
     return AffineInt8RowMatMul(products, w0.bits, qr, stream);
+  }
+  static const bool rows_mma = EnvSwitch("G4_CUDA_ROWS_MMA", kRowsMmaByDefault);
+  if (rows_mma && AffineInt8RowsMmaMatMulTakes(products, w0.bits, M)) {
+    SubProfile sp(stream, "matmul int8 rows mma");
+    return AffineInt8RowsMmaMatMul(products, w0.bits, qr, M, stream);
   }
   TileSource src;
   src.M = M;
