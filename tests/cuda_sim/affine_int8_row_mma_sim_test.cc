@@ -66,7 +66,7 @@ void ExpectTableGivesTheScheme(int group, int groups, int64_t rows, std::vector<
                                     ("product " + std::to_string(i)).c_str());
 }
 
-// The few-row kernel: `m` input rows (2 to 8) times products of `rows` rows.
+// The few-row kernel: `m` input rows (2 to 32) times products of `rows` rows.
 void ExpectFewRowKernelGivesTheScheme(int64_t m, int group, int groups, std::vector<int64_t> rows, uint32_t seed) {
   SCOPED_TRACE("few rows: " + std::to_string(m) + " input rows, group " + std::to_string(group) + " x " +
                std::to_string(groups));
@@ -78,7 +78,7 @@ void ExpectFewRowKernelGivesTheScheme(int64_t m, int group, int groups, std::vec
   std::vector<AffineOut> outs;
   for (Product& p : ps) outs.push_back(p.Out());
   ASSERT_TRUE(AffineInt8RowsMmaMatMulTakes(outs, 4, m));
-  EXPECT_FALSE(AffineInt8RowsMmaMatMulTakes(outs, 4, 9));
+  EXPECT_FALSE(AffineInt8RowsMmaMatMulTakes(outs, 4, 33));
   EXPECT_FALSE(AffineInt8RowsMmaMatMulTakes(outs, 4, 1));
   AffineInt8RowsMmaMatMul(outs, 4, in.View(), m, nullptr);
   for (size_t i = 0; i < ps.size(); ++i)
@@ -106,6 +106,11 @@ TEST(AffineInt8RowMmaSim, FewRowsGiveTheIntegerSchemesBits) {
   ExpectFewRowKernelGivesTheScheme(2, 32, 32, {16}, 13);
   ExpectFewRowKernelGivesTheScheme(5, 128, 70, {9, 3}, 14);
   ExpectFewRowKernelGivesTheScheme(7, 32, 97, {48}, 15);
+  // Two and four column tiles of 8 input rows (passes of 32 and 16 groups).
+  ExpectFewRowKernelGivesTheScheme(12, 64, 40, {33}, 16);
+  ExpectFewRowKernelGivesTheScheme(16, 32, 33, {16, 7}, 17);
+  ExpectFewRowKernelGivesTheScheme(32, 64, 37, {40}, 18);
+  ExpectFewRowKernelGivesTheScheme(19, 128, 17, {21}, 19);
 }
 
 TEST(AffineInt8RowMmaSim, DeviceTablesGiveTheIntegerSchemesBits) {

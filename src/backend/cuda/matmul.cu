@@ -17,7 +17,6 @@
 
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/env_switch.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/matmul_core.cuh"
 #include "backend/cuda/sub_profile.h"
@@ -366,12 +365,23 @@ void MatMulDense(const DevWeight& w, const TensorView& x, const TensorView& y, c
   }
 }
 
+// The most input rows MatMul hands the few-row tensor-core kernel:
+// G4_CUDA_ROWS_MMA=0 none, 1 all it takes (32), N up to N; unset: all when
+// kRowsMmaByDefault, else none.
+int64_t RowsMmaMaxRows() {
+  static const int64_t rows = [] {
+    const char* e = std::getenv("G4_CUDA_ROWS_MMA");
+    const int64_t v = e && *e ? std::atoll(e) : (kRowsMmaByDefault ? 1 : 0);
+    return v == 1 ? int64_t{32} : v;
+  }();
+  return rows;
+}
+
 // Products of x with affine matrices of one bit width, group size and
 // column count, ys[i] = x ws[i]^T, or with u (gated) (gelu_tanh(x) * u)
-// ws[i]^T: x quantized once, then one launch: the one-row kernel for one
-// row, the tensor-core kernel from AffineMmaMinRows() rows, the few-row
-// tensor-core kernel for the rows it takes when G4_CUDA_ROWS_MMA is on, else
-// the tiled kernel.
+// ws[i]^T: x quantized once, then one launch: the few-row tensor-core
+// kernel for 2 to RowsMmaMaxRows() rows when it takes the products, else the one-row kernel for one row, the tensor-core kernel
+// from AffineMmaMinRows() rows, the tiled kernel below that.
 void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, const TensorView* u,
                   std::span<const TensorView> ys, Scratch& scratch, cudaStream_t stream) {
   const WeightMatrix& w0 = *ws[0];
@@ -393,6 +403,10 @@ void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, 
     QuantizeRows(x.f32(), ldx, up, ldu, nullptr, 1, M, K, w0.group_size, w0.bits, qr, stream);
   }
   const std::span<const AffineOut> products(outs, ws.size());
+  if (M <= RowsMmaMaxRows() && AffineInt8RowsMmaMatMulTakes(products, w0.bits, M)) {
+    SubProfile sp(stream, "matmul int8 rows mma");
+    return AffineInt8RowsMmaMatMul(products, w0.bits, qr, M, stream);
+  }
   if (M >= AffineMmaMinRows()) {
     SubProfile sp(stream, M > 64 ? "matmul int8 mma (>64 rows)" : "matmul int8 mma (<=64 rows)");
     const int bm = AffineMmaTileRows(M);
@@ -401,11 +415,6 @@ void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, 
   if (M == 1) {
     SubProfile sp(stream, weights >= (int64_t{1} << 24) ? "matmul int8 row (>=16M weights)" : "matmul int8 row (small)");
     return AffineInt8RowMatMul(products, w0.bits, qr, stream);
-  }
-  static const bool rows_mma = EnvSwitch("G4_CUDA_ROWS_MMA", kRowsMmaByDefault);
-  if (rows_mma && AffineInt8RowsMmaMatMulTakes(products, w0.bits, M)) {
-    SubProfile sp(stream, "matmul int8 rows mma");
-    return AffineInt8RowsMmaMatMul(products, w0.bits, qr, M, stream);
   }
   TileSource src;
   src.M = M;
