@@ -451,8 +451,9 @@ TEST_P(PagedAttentionTest, StreamingSplitKernelGivesTheSplitKernelsBits) {
 // The CUDA backend's tensor-core row kernel merging a row's splits itself
 // (G4_CUDA_ATTN_LAST_MERGE: up to N splits; 0 never) against its merge
 // kernel: the same bits for decode steps of one and of several rows at the
-// model head shapes, windowed or not, at and past the default limit of 16
-// splits, step after step (its counters reset); and within the reference.
+// model head shapes, windowed or not, at and past the limit of 16 splits
+// that "1" sets, step after step (its counters reset); and within the
+// reference.
 TEST_P(PagedAttentionTest, RowKernelMergeGivesTheMergeKernelsBits) {
   if (backend().name() != "cuda") GTEST_SKIP() << "G4_CUDA_ATTN_LAST_MERGE is the CUDA backend's";
   uint32_t seed = 800;
@@ -468,7 +469,7 @@ TEST_P(PagedAttentionTest, RowKernelMergeGivesTheMergeKernelsBits) {
           {{b, 699, 1}}, {{c, 32, 1}}, {{b, 640, 1}, {c, 0, 1}, {b, 1, 1}}, {{a, 1999, 1}, {b, 699, 1}}};
       for (const auto& step : steps)  // "32" twice: the counters are back at zero after a step
         ExpectSwitchKeepsBits(h, step, what + ", " + std::to_string(step.size()) + " rows", "G4_CUDA_ATTN_LAST_MERGE",
-                              "0", {"32", "32", nullptr});
+                              "0", {"32", "32", "1"});
     }
 }
 

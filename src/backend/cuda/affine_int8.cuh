@@ -106,7 +106,7 @@ void AffineInt8RowMmaMatMul(std::span<const AffineOut> outs, int bits, const QRo
 // 16-byte aligned codes. Bitwise AffineInt8MatMul's. MatMul hands it
 // those products as G4_CUDA_ROWS_MMA says (matmul.cu; kRowsMmaByDefault
 // while unset).
-constexpr bool kRowsMmaByDefault = false;
+constexpr bool kRowsMmaByDefault = true;
 bool AffineInt8RowsMmaMatMulTakes(std::span<const AffineOut> outs, int bits, int64_t rows_in);
 void AffineInt8RowsMmaMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, int64_t rows_in,
                              cudaStream_t stream);
