@@ -13,7 +13,8 @@
 #   .gpu-carry/gpu-run.sh ncu e4b:q4       # Nsight Compute: kernel time of one decode step by kernel (run_ncu)
 #   .gpu-carry/gpu-run.sh trace e4b:q4     # CUPTI: a decode step inside its graph, by kernel (run_trace)
 #   .gpu-carry/gpu-run.sh ab G4_CUDA_ATTN_MMA e4b:q4 12b:q4   # a switch at 0 and 1, same call (run_ab;
-#                                          G4_AB_CASES: PROMPT:CHUNK:GEN cases, default decode at 512 and 32k, prefill 4096)
+#                                          G4_AB_CASES: PROMPT:CHUNK:GEN cases, default decode at 512 and 32k, prefill 4096;
+#                                          G4_AB_BATCH: sequences, default 1)
 #
 # Logs go to $OUT (or /tmp/g4-gpu-out): summary.txt, tests.log, bench.jsonl,
 # misc.log, profile.log; the last lines printed are a short table. Environment: G4_BENCH_BATCHES (default "1 8 32 64"), G4_BENCH_GEN
@@ -340,7 +341,7 @@ run_ab() {
     IFS=: read -r p chunk gen <<<"$case"
     for val in 0 1; do
       past_deadline && { note "skipped $spec $case (deadline)"; return; }
-      j=$(env "$var=$val" "$bin/g4" bench --model "$dir" --backend cuda --kv "$kv" --batch 1 --prompt "$p" --gen "$gen" \
+      j=$(env "$var=$val" "$bin/g4" bench --model "$dir" --backend cuda --kv "$kv" --batch "${G4_AB_BATCH:-1}" --prompt "$p" --gen "$gen" \
           --memcpy-mib "$([ "$gen" = 2 ] && echo 0 || echo 1024)" --chunk "$chunk" --json 2>>"$misc")
       echo "$j" >>"$out/bench.jsonl"
       note "$(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print("%-14s %24s prompt %6d: prefill %9.1f decode %8.1f tok/s" % (sys.argv[2], sys.argv[3], j["prompt_tokens"], j["prefill_tok_s"], j["decode_tok_s"]))' \

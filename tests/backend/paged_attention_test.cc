@@ -285,8 +285,9 @@ TEST_P(PagedAttentionTest, ChunkedPrefillEqualsOnePassEqualsDecode) {
 }
 
 // Sets an environment variable for its lifetime and unsets it after (the
-// CUDA backend reads G4_CUDA_ATTN_STREAM and G4_CUDA_ATTN_MMA at every
-// PagedAttention call; other backends ignore them).
+// CUDA backend reads G4_CUDA_ATTN_STREAM, G4_CUDA_ATTN_MMA and
+// G4_CUDA_ATTN_LAST_MERGE at every PagedAttention call; other backends
+// ignore them).
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
@@ -301,28 +302,61 @@ class ScopedEnv {
   const char* name_;
 };
 
+// A geometry under test: query heads, KV heads, head size.
+struct Heads {
+  int heads, kv_heads, head_dim;
+};
+AttentionShape ShapeOf(const Heads& g, int window) {
+  AttentionShape shape;
+  shape.num_heads = g.heads;
+  shape.num_kv_heads = g.kv_heads;
+  shape.head_dim = g.head_dim;
+  shape.window = window;
+  return shape;
+}
+std::string Describe(const Heads& g, int window) {
+  std::string s = "d";  // appended piece by piece: gcc 12 warns (-Wrestrict) on "d" + std::string
+  for (const std::string& piece : {std::to_string(g.head_dim), std::string(" "), std::to_string(g.heads),
+                                   std::string("/"), std::to_string(g.kv_heads), std::string(" window "),
+                                   std::to_string(window)})
+    s += piece;
+  return s;
+}
+// The models' geometries.
+constexpr Heads kModelHeads[] = {{8, 2, 256}, {16, 8, 256}, {16, 1, 512}, {8, 2, 512}};
+
+// The step's output with the CUDA backend's switch `var` at `off`, then at
+// each of `on` (nullptr: unset): the same bits every time; and within the
+// reference.
+void ExpectSwitchKeepsBits(PagedKvHarness& h, const std::vector<KvRun>& runs, const std::string& what,
+                           const char* var, const char* off, std::initializer_list<const char*> on) {
+  std::vector<float> base;
+  {
+    ScopedEnv e(var, off);
+    base = h.Step(runs, false);
+  }
+  for (const char* v : on) {
+    ScopedEnv e(var, v);
+    EXPECT_TRUE(BitwiseEqual(base, h.Step(runs, false), h.q_width()))
+        << what << ", " << var << "=" << (v != nullptr ? v : "unset");
+  }
+  ExpectMatchesReference(h, runs, what);
+}
+
 // The model geometries with the models' KV format (plain bf16), which the
 // CUDA backend can compute on the tensor cores (its run kernel for a
 // prefill run, its row kernel for a lone row): every row of a prefill run,
 // beside another sequence's run, has the bits of that row decoded alone,
 // and is within the reference's tolerance.
 void ExpectModelShapesKeepTheContract(Backend& backend, uint32_t seed) {
-  const struct { int heads, kv_heads, head_dim; } kShapes[] = {
-      {8, 2, 256}, {16, 8, 256}, {16, 1, 512}, {8, 2, 512}};
-  for (const auto& g : kShapes) {
+  for (const Heads& g : kModelHeads) {
     for (int window : {0, 300}) {
-      AttentionShape shape;
-      shape.num_heads = g.heads;
-      shape.num_kv_heads = g.kv_heads;
-      shape.head_dim = g.head_dim;
-      shape.window = window;
       const KvRecordFormat f = MakeFormat(KvCodecSpec::Plain(DType::kBF16), g.kv_heads, g.head_dim);
-      PagedKvHarness h(backend, shape, f, KvRecordFormat{}, 16, 128, ++seed);
+      PagedKvHarness h(backend, ShapeOf(g, window), f, KvRecordFormat{}, 16, 128, ++seed);
       const int a = h.AddSequence(700, 0), b = h.AddSequence(45, 0);
       for (int sq : {a, b}) h.WriteOnHost(sq);
       const int64_t qw = h.q_width();
-      const std::string what = "d" + std::to_string(g.head_dim) + " " + std::to_string(g.heads) + "/" +
-                               std::to_string(g.kv_heads) + " window " + std::to_string(window);
+      const std::string what = Describe(g, window);
       const std::vector<KvRun> runs = {{b, 5, 40}, {a, 597, 103}};
       const std::vector<float> both = h.Step(runs, false);
       for (int64_t p : {597, 598, 640, 641, 660, 699}) {
@@ -346,16 +380,10 @@ TEST_P(PagedAttentionTest, TensorCoreKernelsKeepTheContract) {
   ScopedEnv mma("G4_CUDA_ATTN_MMA", "1");
   ExpectModelShapesKeepTheContract(backend(), 660);
   uint32_t seed = 670;
-  const struct { int heads, kv_heads, head_dim; } kShapes[] = {{2, 1, 64}, {6, 2, 128}, {16, 1, 512}};
-  for (const auto& g : kShapes)
-    for (int window : {0, 100}) {
-      AttentionShape shape;
-      shape.num_heads = g.heads;
-      shape.num_kv_heads = g.kv_heads;
-      shape.head_dim = g.head_dim;
-      shape.window = window;
-      ExpectChunkedPrefillEqualsOnePassEqualsDecode(backend(), KvCodecSpec::Plain(DType::kBF16), shape, ++seed);
-    }
+  for (const Heads& g : {Heads{2, 1, 64}, Heads{6, 2, 128}, Heads{16, 1, 512}})
+    for (int window : {0, 100})
+      ExpectChunkedPrefillEqualsOnePassEqualsDecode(backend(), KvCodecSpec::Plain(DType::kBF16), ShapeOf(g, window),
+                                                    ++seed);
   AttentionShape shape;
   shape.num_heads = 8;
   shape.num_kv_heads = 2;
@@ -385,17 +413,7 @@ TEST_P(PagedAttentionTest, StreamingSplitKernelGivesTheSplitKernelsBits) {
   uint32_t seed = 700;
   // The split kernel's output, then every streaming mode's, for one step.
   auto expect_same_bits = [](PagedKvHarness& h, const std::vector<KvRun>& runs, const std::string& what) {
-    std::vector<float> split;
-    {
-      ScopedEnv off("G4_CUDA_ATTN_STREAM", "0");
-      split = h.Step(runs, false);
-    }
-    for (const char* mode : {"1", "2", static_cast<const char*>(nullptr)}) {
-      ScopedEnv on("G4_CUDA_ATTN_STREAM", mode);
-      EXPECT_TRUE(BitwiseEqual(split, h.Step(runs, false), h.q_width()))
-          << what << " mode " << (mode != nullptr ? mode : "auto");
-    }
-    ExpectMatchesReference(h, runs, what);
+    ExpectSwitchKeepsBits(h, runs, what, "G4_CUDA_ATTN_STREAM", "0", {"1", "2", nullptr});
   };
   const struct { int heads, kv_heads, head_dim; } kShapes[] = {{8, 2, 256}, {4, 1, 512}, {16, 1, 512}};
   const KvCodecSpec kSpecs[] = {KvCodecSpec::Plain(DType::kBF16), KvCodecSpec::Plain(DType::kF16),
@@ -428,6 +446,55 @@ TEST_P(PagedAttentionTest, StreamingSplitKernelGivesTheSplitKernelsBits) {
     for (int sq : {a, b}) h.WriteOnHost(sq);
     expect_same_bits(h, {{a, 1499, 1}, {b, 695, 5}}, "two turbo stores" + geometry);
   }
+}
+
+// The CUDA backend's tensor-core row kernel merging a row's splits itself
+// (G4_CUDA_ATTN_LAST_MERGE: up to N splits; 0 never) against its merge
+// kernel: the same bits for decode steps of one and of several rows at the
+// model head shapes, windowed or not, at and past the limit of 16 splits
+// that "1" sets, step after step (its counters reset); and within the
+// reference.
+TEST_P(PagedAttentionTest, RowKernelMergeGivesTheMergeKernelsBits) {
+  if (backend().name() != "cuda") GTEST_SKIP() << "G4_CUDA_ATTN_LAST_MERGE is the CUDA backend's";
+  uint32_t seed = 800;
+  for (const Heads& g : kModelHeads)
+    for (int window : {0, 300}) {
+      const std::string what = Describe(g, window);
+      PagedKvHarness h(backend(), ShapeOf(g, window),
+                       MakeFormat(KvCodecSpec::Plain(DType::kBF16), g.kv_heads, g.head_dim), KvRecordFormat{}, 16,
+                       180, ++seed);  // 172 blocks of 16 for the three sequences
+      const int a = h.AddSequence(2000, 0), b = h.AddSequence(700, 0), c = h.AddSequence(33, 0);
+      for (int sq : {a, b, c}) h.WriteOnHost(sq);
+      const std::vector<std::vector<KvRun>> steps = {
+          {{b, 699, 1}}, {{c, 32, 1}}, {{b, 640, 1}, {c, 0, 1}, {b, 1, 1}}, {{a, 1999, 1}, {b, 699, 1}}};
+      for (const auto& step : steps)  // "32" twice: the counters are back at zero after a step
+        ExpectSwitchKeepsBits(h, step, what + ", " + std::to_string(step.size()) + " rows", "G4_CUDA_ATTN_LAST_MERGE",
+                              "0", {"32", "32", "1"});
+    }
+}
+
+// The CUDA backend's merge of TurboQuant rows in chunks of the head, whose
+// last block rotates the row (G4_CUDA_ATTN_TURBO_CHUNKS: from N splits; 0
+// never), against one block per head: the same bits for steps of one and
+// of several rows at the model head shapes, windowed or not, with a plain
+// bf16 store beside the turbo one (its rows merged in chunks either way),
+// step after step (the counters reset); and within the reference.
+TEST_P(PagedAttentionTest, ChunkedTurboMergeGivesTheWholeRowMergesBits) {
+  if (backend().name() != "cuda") GTEST_SKIP() << "G4_CUDA_ATTN_TURBO_CHUNKS is the CUDA backend's";
+  uint32_t seed = 900;
+  for (const Heads& g : kModelHeads)
+    for (int window : {0, 300}) {
+      const std::string what = Describe(g, window) + " turbo k8v3";
+      PagedKvHarness h(backend(), ShapeOf(g, window), MakeFormat(KvCodecSpec::Turbo(8, 3), g.kv_heads, g.head_dim),
+                       MakeFormat(KvCodecSpec::Plain(DType::kBF16), g.kv_heads, g.head_dim), 16, 180, ++seed);
+      const int a = h.AddSequence(2000, 0), b = h.AddSequence(700, 1), c = h.AddSequence(33, 0);
+      for (int sq : {a, b, c}) h.WriteOnHost(sq);
+      const std::vector<std::vector<KvRun>> steps = {
+          {{a, 1999, 1}}, {{c, 32, 1}}, {{a, 1500, 1}, {c, 0, 1}, {b, 699, 1}}, {{b, 699, 1}, {a, 1999, 1}}};
+      for (const auto& step : steps)  // "1" twice: the counters are back at zero after a step
+        ExpectSwitchKeepsBits(h, step, what + ", " + std::to_string(step.size()) + " rows",
+                              "G4_CUDA_ATTN_TURBO_CHUNKS", "0", {"1", "1", nullptr});
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, PagedAttentionTest, BackendValues(), BackendParamName);

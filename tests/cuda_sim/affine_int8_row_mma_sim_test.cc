@@ -66,6 +66,26 @@ void ExpectTableGivesTheScheme(int group, int groups, int64_t rows, std::vector<
                                     ("product " + std::to_string(i)).c_str());
 }
 
+// The few-row kernel: `m` input rows (2 to 32) times products of `rows` rows.
+void ExpectFewRowKernelGivesTheScheme(int64_t m, int group, int groups, std::vector<int64_t> rows, uint32_t seed) {
+  SCOPED_TRACE("few rows: " + std::to_string(m) + " input rows, group " + std::to_string(group) + " x " +
+               std::to_string(groups));
+  std::mt19937 rng(seed);
+  const int64_t cols = static_cast<int64_t>(group) * groups;
+  std::vector<Product> ps;
+  for (int64_t r : rows) ps.emplace_back(r, cols, group, rng, m);
+  QuantizedRows in(m, cols, group, rng);
+  std::vector<AffineOut> outs;
+  for (Product& p : ps) outs.push_back(p.Out());
+  ASSERT_TRUE(AffineInt8RowsMmaMatMulTakes(outs, 4, m));
+  EXPECT_FALSE(AffineInt8RowsMmaMatMulTakes(outs, 4, 33));
+  EXPECT_FALSE(AffineInt8RowsMmaMatMulTakes(outs, 4, 1));
+  AffineInt8RowsMmaMatMul(outs, 4, in.View(), m, nullptr);
+  for (size_t i = 0; i < ps.size(); ++i)
+    sim::ExpectOutputsGiveTheScheme(ps[i], in, m, [](int64_t r) { return r; },
+                                    ("product " + std::to_string(i)).c_str());
+}
+
 TEST(AffineInt8RowMmaSim, GivesTheIntegerSchemesBits) {
   // Groups of 64 (Gemma's): a tile with a tail, two products in one launch,
   // more groups than the warps take in one pass of their slots.
@@ -74,6 +94,23 @@ TEST(AffineInt8RowMmaSim, GivesTheIntegerSchemesBits) {
   ExpectKernelGivesTheScheme(64, 5, {1}, 2);
   ExpectKernelGivesTheScheme(32, 27, {19}, 3);
   ExpectKernelGivesTheScheme(128, 11, {16, 9, 3}, 4);
+}
+
+TEST(AffineInt8RowMmaSim, FewRowsGiveTheIntegerSchemesBits) {
+  // Groups of 64: two passes, the second short (45 = 32 + 13), two products
+  // with short last tiles.
+  ExpectFewRowKernelGivesTheScheme(8, 64, 45, {37, 16}, 11);
+  // Odd row counts (columns of B discarded), passes whose last warps have
+  // no group, one pass exactly full.
+  ExpectFewRowKernelGivesTheScheme(3, 64, 5, {20}, 12);
+  ExpectFewRowKernelGivesTheScheme(2, 32, 32, {16}, 13);
+  ExpectFewRowKernelGivesTheScheme(5, 128, 70, {9, 3}, 14);
+  ExpectFewRowKernelGivesTheScheme(7, 32, 97, {48}, 15);
+  // Two and four column tiles of 8 input rows (passes of 32 and 16 groups).
+  ExpectFewRowKernelGivesTheScheme(12, 64, 40, {33}, 16);
+  ExpectFewRowKernelGivesTheScheme(16, 32, 33, {16, 7}, 17);
+  ExpectFewRowKernelGivesTheScheme(32, 64, 37, {40}, 18);
+  ExpectFewRowKernelGivesTheScheme(19, 128, 17, {21}, 19);
 }
 
 TEST(AffineInt8RowMmaSim, DeviceTablesGiveTheIntegerSchemesBits) {

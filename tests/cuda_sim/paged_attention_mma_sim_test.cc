@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -44,7 +45,11 @@ class MmaSim {
   int64_t RowStateFloats() const { return static_cast<int64_t>(s_.kv_heads) * SplitsMax() * StateFloats(); }
 
   // The split states of a step of (sequence, position) rows.
-  std::vector<float> States(const std::vector<std::pair<int, int>>& rows, bool runs) {
+  // q_vec: the kernel may read q four floats at a time (where aligned).
+  // merged: when given, the row kernel also merges each row's splits into
+  // it (a.merge_count), and every counter must be back at zero after.
+  std::vector<float> States(const std::vector<std::pair<int, int>>& rows, bool runs, bool q_vec = true,
+                            std::vector<float>* merged = nullptr, bool state_vec = true) {
     const int64_t n = static_cast<int64_t>(rows.size()), qw = static_cast<int64_t>(s_.heads) * s_.d;
     std::vector<int32_t> positions(n), row_seq(n), kv_len(kv_.lens.begin(), kv_.lens.end());
     std::vector<float> q(static_cast<size_t>(n) * qw);
@@ -72,6 +77,7 @@ class MmaSim {
     a.block_size = s_.block_size;
     a.q = q.data();
     a.ldq = qw;
+    a.q_vec = q_vec && qw % 4 == 0 && reinterpret_cast<uintptr_t>(q.data()) % 16 == 0;
     a.heads = s_.heads;
     a.kv_heads = s_.kv_heads;
     a.d = s_.d;
@@ -81,7 +87,18 @@ class MmaSim {
     a.splits_max = SplitsMax();
     a.partial = partial.data();
     a.max_kv_len = kv_.MaxLen();
+    std::vector<int> counts;
+    if (merged != nullptr) {
+      const int G = s_.heads / s_.kv_heads;
+      merged->assign(static_cast<size_t>(n) * qw, std::nanf(""));
+      a.out = merged->data();
+      a.ldo = qw;
+      counts.assign(static_cast<size_t>(n) * s_.kv_heads * G, 0);
+      a.merge_count = counts.data();
+      a.state_vec = state_vec && G % 2 == 0 && s_.d % 4 == 0;
+    }
     LaunchMma(a, runs, n, nullptr);
+    for (const int c : counts) EXPECT_EQ(c, 0) << "a merge counter left behind";
     return partial;
   }
 
@@ -104,6 +121,31 @@ class MmaSim {
           for (int e = 0; e < d; ++e) acc[e] += st[2 * G + g * d + e] * c;
         }
         for (int e = 0; e < d; ++e) out[(static_cast<size_t>(kh) * G + g) * d + e] = acc[e] / l;
+      }
+    return out;
+  }
+
+  // Row r's output as MergeKernel (paged_attention.cu) computes it from the
+  // states, the same float operations in the same order.
+  std::vector<float> MergeAsTheKernel(const std::vector<float>& states, int64_t r, int pos) const {
+    const int G = s_.heads / s_.kv_heads, d = s_.d;
+    const int splits = Splits(pos);
+    std::vector<float> out(static_cast<size_t>(s_.heads) * d);
+    for (int kh = 0; kh < s_.kv_heads; ++kh)
+      for (int g = 0; g < G; ++g) {
+        float mx = -INFINITY;
+        for (int sp = 0; sp < splits; ++sp) mx = std::fmax(mx, At(states, r, kh, sp)[g]);
+        float l = 0.0f;
+        std::vector<float> acc(d, 0.0f);
+        for (int sp = 0; sp < splits; ++sp) {
+          const float* st = At(states, r, kh, sp);
+          if (st[g] == -INFINITY) continue;
+          const float c = std::exp(st[g] - mx);
+          l = l + st[G + g] * c;
+          for (int e = 0; e < d; ++e) acc[e] = std::fma(c, st[2 * G + g * d + e], acc[e]);
+        }
+        const float inv = l > 0 ? 1.0f / l : 0.0f;
+        for (int e = 0; e < d; ++e) out[(static_cast<size_t>(kh) * G + g) * d + e] = acc[e] * inv;
       }
     return out;
   }
@@ -148,6 +190,7 @@ TEST_P(MmaSimTest, RunKernelGivesTheRowKernelsStatesAndMatchesTheReference) {
   for (const int i : {0, 1, 20, 40, 47, 48, 63, 69, 70, 71, 89}) {
     const auto [seq, pos] = step[i];
     const std::vector<float> alone = sim.States({{seq, pos}}, /*runs=*/false);
+    const std::vector<float> scalar_q = sim.States({{seq, pos}}, false, /*q_vec=*/false);
     const std::string what = "d" + std::to_string(s.d) + " " + std::to_string(s.heads) + "/" +
                              std::to_string(s.kv_heads) + " window " + std::to_string(s.window) + ", seq " +
                              std::to_string(seq) + " pos " + std::to_string(pos);
@@ -155,6 +198,7 @@ TEST_P(MmaSimTest, RunKernelGivesTheRowKernelsStatesAndMatchesTheReference) {
       for (int sp = 0; sp < sim.Splits(pos); ++sp)
         EXPECT_EQ(0, std::memcmp(sim.At(run, i, kh, sp), sim.At(alone, 0, kh, sp), sim.StateFloats() * sizeof(float)))
             << what << " kv head " << kh << " split " << sp;
+    EXPECT_EQ(0, std::memcmp(alone.data(), scalar_q.data(), alone.size() * sizeof(float))) << what << ": q read by floats";
     double vmax = 0;
     const std::vector<double> want = sim.Reference(seq, pos, &vmax);
     const std::vector<double> got = sim.Merge(run, i, pos);
@@ -162,6 +206,36 @@ TEST_P(MmaSimTest, RunKernelGivesTheRowKernelsStatesAndMatchesTheReference) {
     for (size_t e = 0; e < want.size(); ++e)
       worst = std::max(worst, std::fabs(got[e] - want[e]) / (2e-5 * vmax + 1e-5 * std::fabs(want[e])));
     EXPECT_LE(worst, 1.0) << what << ": worst error over the tolerance";
+  }
+}
+
+// The row kernel's own merge (attention_last_merge.cuh) for a decode step
+// of rows of three sequences: MergeKernel's operations on the states, bit
+// for bit, whether the states are read four floats at a time or one; the
+// states themselves as without it; and within the reference.
+TEST_P(MmaSimTest, RowKernelMergesAsTheMergeKernel) {
+  const Shape s = GetParam();
+  MmaSim sim(s, {700, 23, 300}, 2000u + s.d + s.heads + s.window);
+  const std::vector<std::pair<int, int>> step = {{0, 699}, {1, 22}, {2, 299}, {0, 650}};
+  const std::vector<float> plain = sim.States(step, false);
+  for (const bool state_vec : {true, false}) {
+    std::vector<float> merged;
+    const std::vector<float> states = sim.States(step, false, true, &merged, state_vec);
+    EXPECT_EQ(0, std::memcmp(plain.data(), states.data(), plain.size() * sizeof(float)));
+    const int64_t qw = static_cast<int64_t>(s.heads) * s.d;
+    for (size_t i = 0; i < step.size(); ++i) {
+      const auto [seq, pos] = step[i];
+      const std::string what = "d" + std::to_string(s.d) + " " + std::to_string(s.heads) + "/" +
+                               std::to_string(s.kv_heads) + " window " + std::to_string(s.window) + ", seq " +
+                               std::to_string(seq) + " pos " + std::to_string(pos) + (state_vec ? "" : ", by floats");
+      const std::vector<float> want = sim.MergeAsTheKernel(states, static_cast<int64_t>(i), pos);
+      EXPECT_EQ(0, std::memcmp(want.data(), merged.data() + i * qw, qw * sizeof(float))) << what;
+      double vmax = 0, worst = 0;
+      const std::vector<double> ref = sim.Reference(seq, pos, &vmax);
+      for (size_t e = 0; e < ref.size(); ++e)
+        worst = std::max(worst, std::fabs(merged[i * qw + e] - ref[e]) / (2e-5 * vmax + 1e-5 * std::fabs(ref[e])));
+      EXPECT_LE(worst, 1.0) << what << ": worst error over the tolerance";
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -25,12 +26,12 @@
 namespace g4::cuda {
 namespace {
 
-// Host memory for the scratch slots.
+// Host memory for the scratch slots (kCounters zeros, as the backend keeps it).
 class HostScratch final : public Scratch {
  public:
   void* Get(Slot slot, size_t bytes) override {
     std::vector<uint8_t>& b = slots_[slot];
-    if (b.size() < bytes) b.assign(bytes, 0xFF);  // garbage: no slot promises contents
+    if (b.size() < bytes) b.assign(bytes, slot == kCounters ? 0 : 0xFF);  // counters start at zero, the rest garbage
     return b.data();
   }
 
@@ -135,6 +136,12 @@ void ExpectStepKeepsTheContract(const Shape& s, const KvCodecSpec& spec, uint32_
   const std::vector<std::pair<int, std::pair<int, int>>> runs = {{0, {2099, 1}}, {1, {141, 9}}};
   const std::vector<float> both = sim.Step(runs);
   const int64_t qw = sim.QWidth();
+  // TurboQuant: the long row's merge in chunks (its 33 splits; the default
+  // from 32) against one block per head.
+  setenv("G4_CUDA_ATTN_TURBO_CHUNKS", "0", 1);
+  const std::vector<float> whole = sim.Step(runs);
+  unsetenv("G4_CUDA_ATTN_TURBO_CHUNKS");
+  EXPECT_TRUE(SameBits(whole.data(), both.data(), static_cast<int64_t>(both.size()))) << what << ": merge shapes";
   EXPECT_TRUE(SameBits(sim.Step({{0, {2099, 1}}}).data(), both.data(), qw)) << what << ": the long row alone";
   EXPECT_TRUE(SameBits(sim.Step({{1, {149, 1}}}).data(), both.data() + 9 * qw, qw))
       << what << ": the run's last row";

@@ -99,6 +99,17 @@ void AffineInt8RowBlockMatMul(std::span<const AffineOut> outs, int bits, const Q
 constexpr bool kRowMmaByDefault = false;
 bool AffineInt8RowMmaMatMulTakes(std::span<const AffineOut> outs, int bits);
 void AffineInt8RowMmaMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream);
+// The same products for 2 to 32 quantized input rows (qr's rows 0 ..
+// rows_in - 1; a decode batch) by the few-row tensor-core kernel
+// (affine_int8_row_mma.cu: one mma takes 16 weight rows x 8 input rows),
+// when it takes them: 4-bit codes, groups of 32, 64 or 128, bf16 scales,
+// 16-byte aligned codes. Bitwise AffineInt8MatMul's. MatMul hands it
+// those products as G4_CUDA_ROWS_MMA says (matmul.cu; kRowsMmaByDefault
+// while unset).
+constexpr bool kRowsMmaByDefault = true;
+bool AffineInt8RowsMmaMatMulTakes(std::span<const AffineOut> outs, int bits, int64_t rows_in);
+void AffineInt8RowsMmaMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, int64_t rows_in,
+                             cudaStream_t stream);
 // A product of the one-row kernel as the kernel reads it: rows [first,
 // end) of its launch are rows 0, 1, ... of the matrix at codes, scales,
 // biases (row_bytes per row; scale_type kSBF16/kSF16/kSF32; vec16: codes

@@ -81,6 +81,7 @@ struct Tile {
   float* y;
   int64_t row_bytes, r0;
   int32_t in_row, nrows;
+  int64_t ldy = 0;  // host-described: the output rows' stride (the few-row kernel's)
 };
 
 // Host-described products (set) or a device table of `table_n` products of
@@ -100,7 +101,7 @@ __device__ __forceinline__ Tile TileOf(const OutSet& set, const RowProduct* tabl
     t = Tile{static_cast<const uint8_t*>(o.w.data), static_cast<const uint16_t*>(o.w.scales),
              static_cast<const uint16_t*>(o.w.biases), o.y, o.w.row_bytes,
              static_cast<int64_t>(static_cast<int32_t>(blockIdx.x) - set.first_block[which]) * kTileRows, 0,
-             static_cast<int32_t>(o.w.rows)};
+             static_cast<int32_t>(o.w.rows), o.ldy};
   }
   t.nrows = static_cast<int32_t>(min(static_cast<int64_t>(kTileRows), t.nrows - t.r0));
   return t;
@@ -210,6 +211,161 @@ void LaunchFor(int group, unsigned blocks, const OutSet& set, const RowProduct* 
   }
 }
 
+// ---------------------------------------------------------------- few rows
+
+// The same walk for 2 to 32 quantized input rows (a decode batch): B's
+// column n is input row 8 i + n of the launch's NI column tiles i, so one
+// mma gives 16 weight rows x 8 input rows of group sums, and the codes are
+// loaded once for all rows. Lane (g, t) loads input row min(8 i + g, M - 1)
+// of each tile (rows past M are discarded columns) and holds D (g, 2t),
+// D (g, 2t + 1), D (g + 8, 2t), D (g + 8, 2t + 1) of each. The groups go
+// in passes of PG (warp w takes the pass's groups w, w + 8, ...): each
+// pass's sums go to shared memory as ints, beside the rows' s, b and the
+// inputs' d, xs, and after a barrier the thread of output (m, r) (16 m + r,
+// and 256 more) folds it on over the pass's groups in order: the scheme's
+// sequence, so the same bits. Two buffers, so the next pass's sums go in
+// while the last one's are folded.
+template <int NI>
+struct FewRows {
+  static constexpr int kRowsIn = 8 * NI;                    // input rows at most
+  static constexpr int kPassGroups = NI == 4 ? 16 : 32;     // a multiple of kWarps
+  static constexpr int kPerWarp = kPassGroups / kWarps;
+  static constexpr int kStride = kPassGroups + 1;           // odd: a fold's 16 rows read distinct banks
+  static constexpr int kSums = kTileRows * kRowsIn * kStride;  // [16 m + r][j] int
+  static constexpr int kSb = 2 * kTileRows * kStride;          // [r][j] float2 (s, b)
+  static constexpr int kDx = 2 * kRowsIn * kStride;            // [m][j] float2 (d, xs)
+  static constexpr int kWords = kSums + kSb + kDx;             // one buffer
+  static constexpr size_t kSmemBytes = 2 * sizeof(uint32_t) * kWords;
+  static constexpr int kFolds = (kTileRows * kRowsIn + kWarps * 32 - 1) / (kWarps * 32);  // outputs a thread
+  static constexpr int kBlocks = NI == 4 ? 2 : kBlocksPerSm;
+};
+
+template <int P, int NI>
+__global__ __launch_bounds__(kWarps * 32, FewRows<NI>::kBlocks) void RowsMmaKernel(OutSet set, QRows qr,
+                                                                                   int groups, int rows_in) {
+  using F = FewRows<NI>;
+  // Groups in flight per warp (about 2 KB of codes, fewer with four column
+  // tiles' registers), dividing kPerWarp: group k of the warp's sequence
+  // sits in slot k % D.
+  constexpr int D = NI == 4 || P == 4 ? 2 : 4;
+  uint32_t* smem = reinterpret_cast<uint32_t*>(DynamicShared());
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const Tile tile = TileOf<false>(set, nullptr, 0);
+  const int nrows = tile.nrows;
+  const int64_t row_g = tile.r0 + (g < nrows ? g : 0), row_g8 = tile.r0 + (g + 8 < nrows ? g + 8 : 0);
+  const uint8_t* codes_g = tile.codes + row_g * tile.row_bytes + 4 * P * t;
+  const uint8_t* codes_g8 = tile.codes + row_g8 * tile.row_bytes + 4 * P * t;
+  const int sb_row = t == 0 ? g : g + 8;  // lanes t = 0 and 1 stage a row's s and b
+  const int64_t scale_row = tile.r0 + (t < 2 && sb_row < nrows ? sb_row : 0);
+  const uint16_t* scales = tile.scales + scale_row * groups;
+  const uint16_t* biases = tile.biases + scale_row * groups;
+
+  GroupLoads<P> in[D];
+  const auto load = [&](int slot, int gi) {  // slot: a compile-time index after unrolling
+    if (gi >= groups) return;
+    LoadWords<P>(codes_g + static_cast<int64_t>(gi) * (16 * P), in[slot].c0);
+    LoadWords<P>(codes_g8 + static_cast<int64_t>(gi) * (16 * P), in[slot].c8);
+    in[slot].s = Bf16ToF32(__ldg(scales + gi));
+    in[slot].b = Bf16ToF32(__ldg(biases + gi));
+  };
+#pragma unroll
+  for (int d = 0; d < D; ++d) load(d, warp + kWarps * d);
+  FollowPredecessor();  // the quantized inputs are ready; the next op may launch (it waits for this one)
+
+  const int8_t* q[NI];
+#pragma unroll
+  for (int i = 0; i < NI; ++i) q[i] = qr.q + min(8 * i + g, rows_in - 1) * qr.ldq + 8 * P * t;
+  float y[F::kFolds];
+#pragma unroll
+  for (int f = 0; f < F::kFolds; ++f) y[f] = 0.0f;
+  for (int p0 = 0, pass = 0; p0 < groups; p0 += F::kPassGroups, ++pass) {
+    uint32_t* buf = smem + (pass & 1) * F::kWords;
+    int* sums = reinterpret_cast<int*>(buf);
+    float2* sb = reinterpret_cast<float2*>(buf + F::kSums);
+    float2* dx = reinterpret_cast<float2*>(buf + F::kSums + F::kSb);
+    const int pe = min(groups, p0 + F::kPassGroups);
+    for (int i0 = 0; i0 < F::kPerWarp; i0 += D) {
+#pragma unroll
+      for (int d = 0; d < D; ++d) {
+        const int gi = p0 + warp + kWarps * (i0 + d);
+        if (gi >= pe) break;  // only in the last pass: no later group either
+        const int j = gi - p0;
+#pragma unroll
+        for (int i = 0; i < NI; ++i) {
+          uint32_t qw[2 * P];
+          if constexpr (P == 1) {
+            const uint2 v = __ldg(reinterpret_cast<const uint2*>(q[i] + 32 * gi));
+            qw[0] = v.x, qw[1] = v.y;
+          } else {
+#pragma unroll
+            for (int h = 0; h < P / 2; ++h) {
+              const uint4 v = __ldg(reinterpret_cast<const uint4*>(q[i] + 32 * P * gi) + h);
+              qw[4 * h] = v.x, qw[4 * h + 1] = v.y, qw[4 * h + 2] = v.z, qw[4 * h + 3] = v.w;
+            }
+          }
+          int acc[4] = {0, 0, 0, 0};
+#pragma unroll
+          for (int k = 0; k < P; ++k) {
+            const uint32_t a[4] = {in[d].c0[k] & 0x0f0f0f0fu, in[d].c8[k] & 0x0f0f0f0fu,
+                                   (in[d].c0[k] >> 4) & 0x0f0f0f0fu, (in[d].c8[k] >> 4) & 0x0f0f0f0fu};
+            MmaU8S8(acc, a, qw[2 * k], qw[2 * k + 1]);
+          }
+          const int m = 8 * i + 2 * t;
+          sums[(m * kTileRows + g) * F::kStride + j] = acc[0];
+          sums[((m + 1) * kTileRows + g) * F::kStride + j] = acc[1];
+          sums[(m * kTileRows + g + 8) * F::kStride + j] = acc[2];
+          sums[((m + 1) * kTileRows + g + 8) * F::kStride + j] = acc[3];
+        }
+        if (t < 2) sb[sb_row * F::kStride + j] = make_float2(in[d].s, in[d].b);
+        if (lane < rows_in)
+          dx[lane * F::kStride + j] = make_float2(qr.d[lane * qr.ldg + gi], qr.xs[lane * qr.ldg + gi]);
+        load(d, gi + kWarps * D);  // the slot's next group flies during the rest
+      }
+    }
+    __syncthreads();  // the pass's sums are in; the buffer written next was folded before this barrier
+#pragma unroll
+    for (int f = 0; f < F::kFolds; ++f) {
+      const int o = static_cast<int>(threadIdx.x) + f * kWarps * 32, m = o >> 4, r = o & 15;
+      if (m >= rows_in || r >= nrows) continue;
+      const int* s_row = sums + o * F::kStride;
+      const float2* sb_r = sb + r * F::kStride;
+      const float2* dx_m = dx + m * F::kStride;
+#pragma unroll 4
+      for (int j = 0; j < pe - p0; ++j) {
+        const float2 v = sb_r[j], u = dx_m[j];
+        y[f] = __fmaf_rn(__int2float_rn(s_row[j]), __fmul_rn(v.x, u.x), y[f]);
+        y[f] = __fmaf_rn(v.y, u.y, y[f]);
+      }
+    }
+  }
+#pragma unroll
+  for (int f = 0; f < F::kFolds; ++f) {
+    const int o = static_cast<int>(threadIdx.x) + f * kWarps * 32, m = o >> 4, r = o & 15;
+    if (m < rows_in && r < nrows) tile.y[m * tile.ldy + tile.r0 + r] = y[f];
+  }
+}
+
+template <int P, int NI>
+void LaunchRows(unsigned blocks, const OutSet& set, const QRows& qr, int groups, int rows_in, cudaStream_t stream) {
+  static const bool configured = [] {
+    G4_CUDA_CHECK(cudaFuncSetAttribute(RowsMmaKernel<P, NI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(FewRows<NI>::kSmemBytes)));
+    return true;
+  }();
+  (void)configured;
+  LaunchDependent(RowsMmaKernel<P, NI>, dim3(blocks), dim3(kWarps * 32), FewRows<NI>::kSmemBytes, stream, set, qr,
+                  groups, rows_in);
+}
+
+template <int P>
+void LaunchRowsFor(unsigned blocks, const OutSet& set, const QRows& qr, int groups, int rows_in,
+                   cudaStream_t stream) {
+  if (rows_in <= 8) return LaunchRows<P, 1>(blocks, set, qr, groups, rows_in, stream);
+  if (rows_in <= 16) return LaunchRows<P, 2>(blocks, set, qr, groups, rows_in, stream);
+  LaunchRows<P, 4>(blocks, set, qr, groups, rows_in, stream);
+}
+
 bool TakesFormat(int bits, int group, int64_t groups) {
   return bits == 4 && (group == 32 || group == 64 || group == 128) && groups <= kMaxGroups;
 }
@@ -242,6 +398,27 @@ void AffineInt8RowMmaMatMulTable(const RowProduct* table, int n, int32_t rows, i
   if (blocks == 0 || cols == 0) return;
   LaunchFor<true>(group, static_cast<unsigned>(blocks), OutSet{}, table, rows, qr, static_cast<int>(cols / group),
                   stream);
+}
+
+bool AffineInt8RowsMmaMatMulTakes(std::span<const AffineOut> outs, int bits, int64_t rows_in) {
+  return rows_in >= 2 && rows_in <= FewRows<4>::kRowsIn && AllBf16Aligned(outs) &&
+         TakesFormat(bits, outs[0].w.group, outs[0].w.groups_per_row);
+}
+
+void AffineInt8RowsMmaMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, int64_t rows_in,
+                             cudaStream_t stream) {
+  G4_CHECK_MSG(AffineInt8RowsMmaMatMulTakes(outs, bits, rows_in),
+               "[cuda] AffineInt8RowsMmaMatMul: products it does not take");
+  const DevWeight& w0 = outs[0].w;
+  const OutSet set = MakeOutSet(outs, kTileRows, "[cuda] AffineInt8RowsMmaMatMul");
+  if (set.first_block[set.n] == 0 || w0.groups_per_row == 0) return;
+  const auto blocks = static_cast<unsigned>(set.first_block[set.n]);
+  const int groups = static_cast<int>(w0.groups_per_row), m = static_cast<int>(rows_in);
+  switch (w0.group) {
+    case 32: return LaunchRowsFor<1>(blocks, set, qr, groups, m, stream);
+    case 64: return LaunchRowsFor<2>(blocks, set, qr, groups, m, stream);
+    default: return LaunchRowsFor<4>(blocks, set, qr, groups, m, stream);
+  }
 }
 
 }  // namespace g4::cuda

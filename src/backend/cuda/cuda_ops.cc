@@ -46,7 +46,8 @@ void CheckWeight(const WeightMatrix& w) {
 // Device scratch per slot, grown on demand (never during a capture). The
 // KV pool's default margin covers it (engine.cc); when it does not, the
 // failed growth stops the process with what ran out and what to change.
-constexpr const char* kSlotNames[] = {"MoE experts", "attention", "KV recode", "quantized inputs", "sampling"};
+constexpr const char* kSlotNames[] = {"MoE experts", "attention", "KV recode", "quantized inputs", "sampling",
+                                       "counters"};
 static_assert(std::size(kSlotNames) == Scratch::kNumSlots, "a name per Scratch::Slot, in its order");
 
 [[noreturn]] void OutOfMemory(Scratch::Slot slot, size_t want) {
@@ -81,6 +82,7 @@ class ScratchBuffers final : public Scratch {
       }
       if (cudaMalloc(&b.data, want) != cudaSuccess) OutOfMemory(slot, want);
       b.bytes = want;
+      if (slot == kCounters) G4_CUDA_CHECK(cudaMemsetAsync(b.data, 0, want, stream_));
     }
     return b.data;
   }

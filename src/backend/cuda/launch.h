@@ -17,12 +17,13 @@
 namespace g4::cuda {
 
 // Device scratch the kernels borrow between calls (owned by CudaOps): slot
-// `slot` holds at least `bytes`, contents unspecified; growing it waits for
-// the stream first (the old buffer may be in use). Valid until the next Get
-// of the same slot.
+// `slot` holds at least `bytes`, contents unspecified, except kCounters:
+// zeros when (re)allocated, and every kernel that counts in it leaves it
+// zeros when it ends. Growing a slot waits for the stream first (the old
+// buffer may be in use). Valid until the next Get of the same slot.
 class Scratch {
  public:
-  enum Slot : int { kMoe, kAttention, kRecode, kQuant, kSample, kNumSlots };
+  enum Slot : int { kMoe, kAttention, kRecode, kQuant, kSample, kCounters, kNumSlots };
   virtual ~Scratch() = default;
   virtual void* Get(Slot slot, size_t bytes) = 0;
 };

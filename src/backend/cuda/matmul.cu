@@ -17,6 +17,7 @@
 
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_info.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/matmul_core.cuh"
 #include "backend/cuda/sub_profile.h"
@@ -365,11 +366,35 @@ void MatMulDense(const DevWeight& w, const TensorView& x, const TensorView& y, c
   }
 }
 
+// Whether MatMul hands M input rows times `products` to the few-row
+// tensor-core kernel (when it takes them): 2 to 16 rows always; 17 to 32
+// when the tensor-core tiled kernel (64 weight rows a block at these rows)
+// would run fewer blocks than the device has SMs: there the tiled kernel
+// leaves SMs idle, while on wide products it reads the inputs from L2 a
+// quarter as often (H100, 32 input rows: 2048 x 2560 22.3 -> 11.8 us,
+// 10240 x 2560 28.3 -> 35.3 us). G4_CUDA_ROWS_MMA=0 never (measuring), N
+// >= 2: every row count up to N; unset or 1: the rule above
+// (kRowsMmaByDefault; false: never).
+bool RowsMmaFor(int64_t M, std::span<const AffineOut> products) {
+  static const int64_t up_to = [] {
+    const char* e = std::getenv("G4_CUDA_ROWS_MMA");
+    const int64_t v = e && *e ? std::atoll(e) : (kRowsMmaByDefault ? 1 : 0);
+    return v;
+  }();
+  if (up_to == 0 || M < 2) return false;
+  if (up_to >= 2) return M <= up_to;
+  if (M <= 16) return true;
+  if (M > 32) return false;
+  int64_t tiled_blocks = 0;
+  for (const AffineOut& o : products) tiled_blocks += (o.w.rows + 63) / 64;
+  return tiled_blocks < SmCount();
+}
+
 // Products of x with affine matrices of one bit width, group size and
 // column count, ys[i] = x ws[i]^T, or with u (gated) (gelu_tanh(x) * u)
-// ws[i]^T: x quantized once, then one launch: the one-row kernel for one
-// row, the tensor-core kernel from AffineMmaMinRows() rows, else the tiled
-// kernel.
+// ws[i]^T: x quantized once, then one launch: the few-row tensor-core
+// kernel where RowsMmaFor says so and it takes the products, else the one-row kernel for one row, the tensor-core kernel
+// from AffineMmaMinRows() rows, the tiled kernel below that.
 void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, const TensorView* u,
                   std::span<const TensorView> ys, Scratch& scratch, cudaStream_t stream) {
   const WeightMatrix& w0 = *ws[0];
@@ -391,6 +416,10 @@ void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, 
     QuantizeRows(x.f32(), ldx, up, ldu, nullptr, 1, M, K, w0.group_size, w0.bits, qr, stream);
   }
   const std::span<const AffineOut> products(outs, ws.size());
+  if (RowsMmaFor(M, products) && AffineInt8RowsMmaMatMulTakes(products, w0.bits, M)) {
+    SubProfile sp(stream, "matmul int8 rows mma");
+    return AffineInt8RowsMmaMatMul(products, w0.bits, qr, M, stream);
+  }
   if (M >= AffineMmaMinRows()) {
     SubProfile sp(stream, M > 64 ? "matmul int8 mma (>64 rows)" : "matmul int8 mma (<=64 rows)");
     const int bm = AffineMmaTileRows(M);

@@ -22,7 +22,10 @@
 // reads a split's keys once per tile of rows rather than once per row. The
 // split kernel then skips those rows; the merge is common.
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
 
+#include "backend/cuda/attention_last_merge.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_info.h"
@@ -170,13 +173,17 @@ auto SplitLauncher(bool narrow) {
 // each walking all of a row's splits (512 at 32k context) as a chain of
 // memory waits, so plain stores take chunks of 128 elements (kPer 1; 2-4
 // blocks per head) and each block requests kBatch splits' states at once.
-// TurboQuant rows need the whole merged row for the inverse rotation: one
-// chunk of up to 512 elements (kPer 4). The maximum is taken by all threads
-// at once. Every element's sequence over the splits is the same in every
-// shape, so the choice moves no bit.
+// TurboQuant rows need the whole merged row for the inverse rotation:
+// either one chunk of up to 512 elements (kPer 4), or, for rows of many
+// splits (a.rotate_count set), chunks of 128 whose blocks write their
+// merged elements and count themselves, and the block of the row's head
+// that arrives last reads the whole row back through L2 and rotates it. The
+// maximum is taken by all threads at once. Every element's sequence over
+// the splits is the same in every shape, and the rotation's input the same
+// floats, so the choice moves no bit.
 template <int kPer, int kBatch>
 __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a, int chunks) {
-  float* o = reinterpret_cast<float*>(DynamicShared());  // [d], kPer > 1 only
+  float* o = reinterpret_cast<float*>(DynamicShared());  // [d], turbo only
   __shared__ float warp_max[kThreads / 32];
   const int64_t r_local = blockIdx.y, r = a.row0 + r_local;
   const int h = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
@@ -185,7 +192,9 @@ __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a, int chunks
   const RowInfo ri = ReadRow(a, r);        // the step's uploaded arrays: before the wait
   const AttnStore& st = a.store[ri.store];
   const bool turbo = st.f.kind == kKvTurbo;
-  if (turbo && kPer * kThreads < d) __trap();  // the rotation needs the whole row in one block
+  // The rotation needs the whole row: in one block, or counted chunks.
+  if (turbo && kPer * kThreads * chunks < d) __trap();
+  if (turbo && chunks > 1 && a.rotate_count == nullptr) __trap();
   FollowPredecessor();                         // the split states are this step's (pdl.cuh)
   const int splits = static_cast<int>(ri.pos / kSplitKeys - ri.lo / kSplitKeys + 1);
   const int64_t state = StateFloats(a);
@@ -241,27 +250,71 @@ __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a, int chunks
     }
     return;
   }
-  if constexpr (kPer > 1) {  // kvfmt::RotateInverse on the merged row
+  // kvfmt::RotateInverse on the merged row, in o.
+  if (chunks == 1) {
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       const int e = threadIdx.x + k * kThreads;
       if (e < d) o[e] = acc[k] * inv;
     }
-    __syncthreads();
-    for (int hh = 1; hh < d; hh *= 2) {
-      for (int p = threadIdx.x; p < d / 2; p += blockDim.x) {
-        const int i = (p / hh) * 2 * hh + p % hh, j = i + hh;
-        const float x = o[i], y = o[j];
-        o[i] = x + y;
-        o[j] = x - y;
-      }
-      __syncthreads();
+  } else {
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int e = e0 + threadIdx.x + k * kThreads;
+      if (e < d) out[e] = acc[k] * inv;
     }
-    const float sc = 1.0f / sqrtf(static_cast<float>(d));
-    for (int e = threadIdx.x; e < d; e += blockDim.x) o[e] = o[e] * (sc * st.signs[e]);
+    __shared__ int last;
+    int* count = a.rotate_count + r_local * a.heads + h;
+    __threadfence();  // this thread's stores, before the block counts itself
     __syncthreads();
-    for (int e = threadIdx.x; e < d; e += blockDim.x) out[e] = o[e];
+    if (threadIdx.x == 0) last = atomicAdd(count, 1) == chunks - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();  // every other chunk's block counted itself after its stores
+    for (int e = threadIdx.x; e < d; e += kThreads) o[e] = __ldcg(out + e);
+    if (threadIdx.x == 0) *count = 0;  // zeros for the next launch
   }
+  __syncthreads();
+  for (int hh = 1; hh < d; hh *= 2) {
+    for (int p = threadIdx.x; p < d / 2; p += blockDim.x) {
+      const int i = (p / hh) * 2 * hh + p % hh, j = i + hh;
+      const float x = o[i], y = o[j];
+      o[i] = x + y;
+      o[j] = x - y;
+    }
+    __syncthreads();
+  }
+  const float sc = 1.0f / sqrtf(static_cast<float>(d));
+  for (int e = threadIdx.x; e < d; e += blockDim.x) o[e] = o[e] * (sc * st.signs[e]);
+  __syncthreads();
+  for (int e = threadIdx.x; e < d; e += blockDim.x) out[e] = o[e];
+}
+
+// Fewest splits of a row for TurboQuant rows to be merged in chunks of
+// 128 elements, the last chunk's block rotating the row (a whole-row block
+// walks its splits as one chain of waits: at 32k context, 512 of them);
+// below, one block per head. G4_CUDA_ATTN_TURBO_CHUNKS moves it (0: never;
+// measuring switch). Read at every call, so tests can switch it.
+int TurboChunkedSplits() {
+  constexpr int kDefault = 32;
+  const char* e = std::getenv("G4_CUDA_ATTN_TURBO_CHUNKS");
+  if (e == nullptr || *e == '\0') return kDefault;
+  const int n = std::atoi(e);
+  return n <= 0 ? std::numeric_limits<int>::max() : n;
+}
+
+// Most splits a row may have for the tensor-core row kernel to merge them
+// itself: none unless G4_CUDA_ATTN_LAST_MERGE says otherwise (0: never; 1:
+// 16, a sliding layer's window, a global layer up to 1024 keys; N > 1: up to
+// N, at most kLastMergeMaxSplits). Off by default: on an H100 (2026-12-06)
+// it made batch-1 decode at 512 slower, e4b 301.8 -> 295.0 tok/s, 12b
+// 210.1 -> 202.0. Read at every call, so tests can switch it.
+int LastMergeSplits() {
+  constexpr int kWhenOn = 16;
+  const char* e = std::getenv("G4_CUDA_ATTN_LAST_MERGE");
+  if (e == nullptr || *e == '\0') return 0;
+  const int n = std::atoi(e);
+  return n == 1 ? kWhenOn : std::clamp(n, 0, kLastMergeMaxSplits);
 }
 
 AttnStore MakeAttnStore(const PagedKvStore& s) {
@@ -347,10 +400,12 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
     any_mma = any_mma || st.mma;
     all_mma = all_mma && (st.records == nullptr || st.mma);
   }
-  // The merge: chunks of 128 elements unless a store in use is TurboQuant.
+  // The merge: chunks of 128 elements, unless a store in use is TurboQuant
+  // and the rows have few splits (then one block per head).
   bool any_turbo = false;
   for (const AttnStore& st : a.store) any_turbo = any_turbo || (st.records != nullptr && st.f.kind == kKvTurbo);
-  const int merge_chunks = any_turbo ? 1 : (a.d + kThreads - 1) / kThreads;
+  const bool turbo_whole = any_turbo && a.splits_max < TurboChunkedSplits();
+  const int merge_chunks = turbo_whole ? 1 : (a.d + kThreads - 1) / kThreads;
   const size_t merge_smem = any_turbo ? static_cast<size_t>(a.d) * sizeof(float) : 0;
   const auto launch_split = D32 == 1   ? SplitLauncher<1>(narrow)
                             : D32 == 2 ? SplitLauncher<2>(narrow)
@@ -367,6 +422,20 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   const bool split = !all_mma && (!tiled || args.rows.num_seqs > 1 || rows < tiled_min);
   // The tensor-core run kernel where a sequence has a prefill run's rows.
   const bool mma_runs = args.rows.max_query_rows >= kTiledMinRowsDefault;
+  // The tensor-core row kernel merges the splits itself when they are few
+  // (attention_last_merge.cuh: MergeKernel's bits, without its launch);
+  // at long context the merge kernel's many blocks share the work.
+  const bool last_merge = any_mma && all_mma && !any_turbo && !mma_runs && a.splits_max <= LastMergeSplits();
+  if (last_merge) {
+    SubProfile sp(stream, "attention scratch");
+    a.merge_count = static_cast<int*>(scratch.Get(
+        Scratch::kCounters, sizeof(int) * static_cast<size_t>(std::min(group_rows, rows)) * a.kv_heads * a.group));
+  }
+  if (any_turbo && merge_chunks > 1) {
+    SubProfile sp(stream, "attention scratch");
+    a.rotate_count = static_cast<int*>(scratch.Get(
+        Scratch::kCounters, sizeof(int) * static_cast<size_t>(std::min(group_rows, rows)) * a.heads));
+  }
   a.query_start = args.rows.query_start;
   a.tiled_min_rows = tiled ? tiled_min : 0;
   a.max_kv_len = max_len;
@@ -400,9 +469,10 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
       LaunchMma(a, mma_runs, n, stream);
       G4_CUDA_LAUNCHED();
     }
+    if (last_merge) continue;
     SubProfile sp_merge(stream, rows == 1 ? "attention merge (1 row)" : "attention merge");
     const dim3 merge_grid(static_cast<unsigned>(a.heads * merge_chunks), static_cast<unsigned>(n));
-    if (any_turbo) {
+    if (turbo_whole) {
       LaunchDependent(MergeKernel<4, 16>, merge_grid, dim3(kThreads), merge_smem, stream, a, merge_chunks);
     } else {
       LaunchDependent(MergeKernel<1, 32>, merge_grid, dim3(kThreads), merge_smem, stream, a, merge_chunks);

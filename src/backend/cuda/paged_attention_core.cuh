@@ -65,6 +65,14 @@ struct AttnParams {
   // For the tiled kernel's vector accesses: q rows and head slices 16-byte
   // aligned (head_dim a multiple of 128); split states likewise.
   bool q_vec, state_vec;
+  // When set, the tensor-core row kernel merges each row's splits itself
+  // (attention_last_merge.cuh) and no merge kernel runs: one zeroed
+  // counter per (row of the launch, block row of the grid).
+  int* merge_count;
+  // When set, TurboQuant rows are merged in chunks of the head and the
+  // last chunk's block rotates the row (MergeKernel): one zeroed counter
+  // per (row of the launch, query head).
+  int* rotate_count;
 };
 
 __device__ __forceinline__ int64_t StateFloats(const AttnParams& a) {

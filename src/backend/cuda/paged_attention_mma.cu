@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/attention_last_merge.cuh"
 #include "backend/cuda/bf16_terms.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -46,8 +47,7 @@
 namespace g4::cuda::attn {
 namespace {
 
-constexpr int kMmaWarps = 4;
-constexpr int kMmaThreads = kMmaWarps * 32;
+constexpr int kMmaWarps = 4;  // per block, unless the row kernel takes 8 (MmaShape's W)
 constexpr int kEntryTile = 16;                 // entries per mma row tile
 constexpr int kKeyTiles = kSplitKeys / 8;      // score column tiles per split
 constexpr int kKeyChunks = kSplitKeys / 16;    // value k-steps per split
@@ -56,22 +56,34 @@ constexpr int kPStride = kSplitKeys + 8;       // bf16 per p row: A-fragment wor
 
 // SHARE: the values land in the keys' buffer once the scores are done (the
 // block's shared memory halves, at the price of the copies overlapping no
-// work of the same block).
-template <int D, int EG, bool SHARE>
+// work of the same block). W: warps per block (8 only for the row kernel
+// at head_dim 128 or more: each warp then takes half as many value columns
+// and copies; the scores stay with 4 of them, two key tiles each).
+template <int D, int EG, bool SHARE, bool QT = true, int W = kMmaWarps>
 struct MmaShape {
+  static constexpr int kWarps = W;
+  static constexpr int kThreads = W * 32;
   static constexpr int kEntries = kEntryTile * EG;
   // bf16 per key row: 16 bytes of padding put ldmatrix's 8 rows on
   // distinct banks.
   static constexpr int kKvStride = D + 8;
-  static constexpr int kWarpsPerGroup = kMmaWarps / EG;  // warps sharing one 16-entry tile
-  static constexpr int kScoreTiles = kKeyTiles / kWarpsPerGroup;
+  static constexpr int kWarpsPerGroup = W / EG;  // warps sharing one 16-entry tile
+  // Warps of a tile computing scores (at least two key tiles each: the
+  // score loop takes them in pairs); the others wait at the barrier.
+  static constexpr int kScoreParts = kWarpsPerGroup < kKeyTiles / 2 ? kWarpsPerGroup : kKeyTiles / 2;
+  static constexpr int kScoreTiles = kKeyTiles / kScoreParts;
   static constexpr int kValueTiles = D / 8 / kWarpsPerGroup;
   static constexpr int kValueBatch = kValueTiles < 8 ? kValueTiles : 8;  // column tiles accumulated at once
   static constexpr size_t kKvBytes = size_t{kSplitKeys} * kKvStride * 2;
   static constexpr size_t kScoreBytes = size_t{kEntries} * kScoreStride * 4;
   static constexpr size_t kPBytes = size_t{3} * kEntries * kPStride * 2;
   static constexpr size_t kKvBuffers = SHARE ? 1 : 2;
-  static constexpr size_t kBytes = kKvBuffers * kKvBytes + kScoreBytes + kPBytes + size_t{kEntries} * 2 * 4;
+  static constexpr size_t kStatBytes = size_t{kEntries} * 2 * 4;
+  // The row kernel's q as three bf16 terms, [3][16 entries][D + 8] (rows
+  // padded as the keys'), split once per block instead of once per warp.
+  static constexpr bool kQTerms = EG == 1 && QT;
+  static constexpr size_t kQBytes = kQTerms ? size_t{3} * kEntryTile * kKvStride * 2 : 0;
+  static constexpr size_t kBytes = kKvBuffers * kKvBytes + kScoreBytes + kPBytes + kStatBytes + kQBytes;
   static_assert(kScoreTiles % 2 == 0 && kValueBatch % 2 == 0 && kValueTiles % kValueBatch == 0);
   static_assert(kKvBytes % 16 == 0 && kScoreBytes % 16 == 0);
 };
@@ -82,11 +94,12 @@ struct MmaRow {
   int first, count, split;
 };
 
-template <int D, int EG, bool SHARE>
-__global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int tile_rows, int heads_per_group,
-                                                            int head_groups, int64_t rows, bool early_wait,
-                                                            bool allow_early) {
-  using S = MmaShape<D, EG, SHARE>;
+template <int D, int EG, bool SHARE, bool QT, int W>
+__global__ __launch_bounds__(W * 32, 1) void MmaKernel(AttnParams a, int tile_rows, int heads_per_group,
+                                                       int head_groups, int64_t rows, bool early_wait,
+                                                       bool allow_early) {
+  using S = MmaShape<D, EG, SHARE, QT, W>;
+  constexpr int kMmaThreads = S::kThreads;
   constexpr int E = S::kEntries;
   uint8_t* mma_smem = DynamicShared();
   __nv_bfloat16* ks = reinterpret_cast<__nv_bfloat16*>(mma_smem);  // [key][kKvStride]
@@ -95,6 +108,7 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
   float* sc = reinterpret_cast<float*>(rest);                                           // [E][kScoreStride]
   __nv_bfloat16* pt = reinterpret_cast<__nv_bfloat16*>(rest + S::kScoreBytes);         // [3][E][kPStride]
   float* stats = reinterpret_cast<float*>(rest + S::kScoreBytes + S::kPBytes);        // [2][E]
+  __nv_bfloat16* qt = reinterpret_cast<__nv_bfloat16*>(rest + S::kScoreBytes + S::kPBytes + S::kStatBytes);
   __shared__ MmaRow trow[E];
   __shared__ const uint8_t* krec[kSplitKeys];
   __shared__ int span[2];
@@ -115,7 +129,7 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
     WaitForPredecessor();
     if (allow_early) AllowDependents();
   }
-  if (t0 >= rows) return;
+  if (t0 >= rows) return;  // never in the row kernel (a grid z per row), whose every block must reach its merge
   const int64_t t_end = std::min<int64_t>(t0 + tile_rows, rows);
   const int64_t state = StateFloats(a);
 
@@ -211,15 +225,38 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
     const float* q_b = a.q + (a.row0 + seg0 + row_b) * a.ldq +
                        (static_cast<int64_t>(kh) * G + g0 + e_b % heads_per_group) * D;
 
+    if constexpr (S::kQTerms) {
+      // While the keys arrive: q's terms, the A fragments every warp reads.
+      // The row kernel holds one row (tile_rows 1), so entry e is head
+      // g0 + e, live while e < gn and the row has keys here; dead entries'
+      // rows are zeros. Four elements a thread at a time.
+      constexpr int kQuads = D / 4;
+      const bool row_live = seg_rows > 0 && trow[0].count > 0;
+      const float* q_row = a.q + (a.row0 + seg0) * a.ldq + (static_cast<int64_t>(kh) * G + g0) * D;
+      for (int i = threadIdx.x; i < kEntryTile * kQuads; i += kMmaThreads) {
+        const int e = i / kQuads, c = (i % kQuads) * 4;
+        float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (row_live && e < gn) {
+          const float* src = q_row + static_cast<int64_t>(e) * D + c;
+          x = a.q_vec ? *reinterpret_cast<const float4*>(src) : make_float4(src[0], src[1], src[2], src[3]);
+        }
+        const Bf16Terms u0 = SplitBf16(x.x), u1 = SplitBf16(x.y), u2 = SplitBf16(x.z), u3 = SplitBf16(x.w);
+        __nv_bfloat16* dst = qt + e * S::kKvStride + c;
+        constexpr int kTerm = kEntryTile * S::kKvStride;
+        *reinterpret_cast<uint2*>(dst) = make_uint2(PackBf16(u0.hi, u1.hi), PackBf16(u2.hi, u3.hi));
+        *reinterpret_cast<uint2*>(dst + kTerm) = make_uint2(PackBf16(u0.mid, u1.mid), PackBf16(u2.mid, u3.mid));
+        *reinterpret_cast<uint2*>(dst + 2 * kTerm) = make_uint2(PackBf16(u0.lo, u1.lo), PackBf16(u2.lo, u3.lo));
+      }
+    }
     if (SHARE) {
       CpAsyncWait<0>();
     } else {
       CpAsyncWait<1>();
     }
-    __syncthreads();  // the keys are in
+    __syncthreads();  // the keys are in (and q's terms)
 
     // 2. Scores of the warp's column tiles part * kScoreTiles ...
-    {
+    if (part < S::kScoreParts) {
       constexpr int NT = S::kScoreTiles;
       const int nt0 = part * NT;
       float c1[NT][4], c2[NT][4];
@@ -230,19 +267,29 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
       // ldmatrix rows: lane l gives matrix l / 8's row l % 8: key tile
       // (l / 16), element half (l / 8) % 2.
       const __nv_bfloat16* krow = ks + ((nt0 + (lane >> 4)) * 8 + (lane & 7)) * S::kKvStride + ((lane >> 3) & 1) * 8;
+      // The row kernel's A fragments from q's terms by ldmatrix: lane l
+      // gives row l % 8 (+ 8 for matrices 1 and 3) and column half l / 16
+      // of the 16 x 16 tile, the fragment order below.
+      const __nv_bfloat16* qrow = qt + ((lane & 7) + ((lane >> 3) & 1) * 8) * S::kKvStride + (lane >> 4) * 8;
 #pragma unroll 2
       for (int kc = 0; kc < D / 16; ++kc) {
-        const int c = kc * 16 + 2 * t;
-        const float x[8] = {live_a ? q_a[c] : 0.0f,     live_a ? q_a[c + 1] : 0.0f, live_b ? q_b[c] : 0.0f,
-                            live_b ? q_b[c + 1] : 0.0f, live_a ? q_a[c + 8] : 0.0f, live_a ? q_a[c + 9] : 0.0f,
-                            live_b ? q_b[c + 8] : 0.0f, live_b ? q_b[c + 9] : 0.0f};
         uint32_t ah[4], am[4], al[4];
+        if constexpr (S::kQTerms) {
+          LdMatrixX4(ah, qrow + kc * 16);
+          LdMatrixX4(am, qrow + kEntryTile * S::kKvStride + kc * 16);
+          LdMatrixX4(al, qrow + 2 * kEntryTile * S::kKvStride + kc * 16);
+        } else {
+          const int c = kc * 16 + 2 * t;
+          const float x[8] = {live_a ? q_a[c] : 0.0f,     live_a ? q_a[c + 1] : 0.0f, live_b ? q_b[c] : 0.0f,
+                              live_b ? q_b[c + 1] : 0.0f, live_a ? q_a[c + 8] : 0.0f, live_a ? q_a[c + 9] : 0.0f,
+                              live_b ? q_b[c + 8] : 0.0f, live_b ? q_b[c + 9] : 0.0f};
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const Bf16Terms u = SplitBf16(x[2 * i]), v = SplitBf16(x[2 * i + 1]);
-          ah[i] = PackBf16(u.hi, v.hi);
-          am[i] = PackBf16(u.mid, v.mid);
-          al[i] = PackBf16(u.lo, v.lo);
+          for (int i = 0; i < 4; ++i) {
+            const Bf16Terms u = SplitBf16(x[2 * i]), v = SplitBf16(x[2 * i + 1]);
+            ah[i] = PackBf16(u.hi, v.hi);
+            am[i] = PackBf16(u.mid, v.mid);
+            al[i] = PackBf16(u.lo, v.lo);
+          }
         }
 #pragma unroll
         for (int n = 0; n < NT; n += 2) {
@@ -270,7 +317,7 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
     if (SHARE) load_values();  // every warp is done with the keys
 
     // 3. The softmax, one warp per entry; p as three bf16 terms.
-    for (int e = warp; e < E; e += kMmaWarps) {
+    for (int e = warp; e < E; e += S::kWarps) {
       int row;
       const bool on = live(e, row);
       const MmaRow tr = on ? trow[row] : MmaRow{0, 0, 0};
@@ -355,6 +402,11 @@ __global__ __launch_bounds__(kMmaThreads, 1) void MmaKernel(AttnParams a, int ti
       out[G + h] = stats[E + e];
     }
   }
+  if constexpr (EG == 1) {  // one row per block (tile_rows 1): t0 is the row
+    static_assert(kSplitKeys * S::kKvStride * 2 >= kLastMergeScratchFloats * 4);
+    if (a.merge_count != nullptr)
+      MergeInLastBlock(a, t0, kh, g0, gn, a.merge_count + t0 * gridDim.y + blockIdx.y, reinterpret_cast<float*>(ks));
+  }
 }
 
 // The kernel's measuring switches (see its start), read once per process.
@@ -366,9 +418,9 @@ const WaitSwitches& Waits() {
   return w;
 }
 
-template <int D, int EG, bool SHARE>
+template <int D, int EG, bool SHARE, bool QT = true, int W = kMmaWarps>
 void Launch(const AttnParams& a, int64_t rows, cudaStream_t stream) {
-  using S = MmaShape<D, EG, SHARE>;
+  using S = MmaShape<D, EG, SHARE, QT, W>;
   const int heads_per_group = std::min(a.group, S::kEntries);
   const int head_groups = (a.group + heads_per_group - 1) / heads_per_group;
   // The row kernel takes one row per block; the run kernel as many rows as
@@ -382,33 +434,51 @@ void Launch(const AttnParams& a, int64_t rows, cudaStream_t stream) {
   // A function of (D, EG) alone: raised once (outside any capture: the
   // first call of a shape runs before its recording).
   static const bool raised = [] {
-    G4_CUDA_CHECK(cudaFuncSetAttribute(MmaKernel<D, EG, SHARE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    G4_CUDA_CHECK(cudaFuncSetAttribute(MmaKernel<D, EG, SHARE, QT, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(S::kBytes)));
     return true;
   }();
   (void)raised;
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads * head_groups),
                   static_cast<unsigned>(tiles));
-  LaunchDependent(MmaKernel<D, EG, SHARE>, grid, dim3(kMmaThreads), S::kBytes, stream, a, tile_rows, heads_per_group,
-                  head_groups, rows, Waits().early_wait, Waits().allow_early);
+  LaunchDependent(MmaKernel<D, EG, SHARE, QT, W>, grid, dim3(S::kThreads), S::kBytes, stream, a, tile_rows,
+                  heads_per_group, head_groups, rows, Waits().early_wait, Waits().allow_early);
+}
+
+// The head sizes the kernels take, as template arguments (8 warps only
+// from 128: at 64 a warp would hold one value column tile).
+template <int EG, bool QT, int W>
+void LaunchDim(const AttnParams& a, int64_t rows, cudaStream_t stream) {
+  switch (a.d) {
+    case 64:
+      if constexpr (W == kMmaWarps) return Launch<64, EG, false, QT, W>(a, rows, stream);
+      break;
+    case 128:
+      return Launch<128, EG, false, QT, W>(a, rows, stream);
+    case 256:
+      return Launch<256, EG, false, QT, W>(a, rows, stream);
+    default:
+      return Launch<512, EG, false, QT, W>(a, rows, stream);
+  }
+  G4_CHECK_MSG(false, "[cuda] PagedAttention: 8 warps at head_dim 64");
 }
 
 template <int EG>
 void LaunchEg(const AttnParams& a, int64_t rows, cudaStream_t stream) {
-  switch (a.d) {
-    case 64:
-      return Launch<64, EG, false>(a, rows, stream);
-    case 128:
-      return Launch<128, EG, false>(a, rows, stream);
-    case 256:
-      return Launch<256, EG, false>(a, rows, stream);
-    default:
-      // Measuring switch (G4_CUDA_ATTN_MMA_SHARE=1): one buffer for keys
-      // and values at head_dim 512.
-      if (const char* e = std::getenv("G4_CUDA_ATTN_MMA_SHARE"); e != nullptr && std::strcmp(e, "1") == 0)
-        return Launch<512, EG, true>(a, rows, stream);
-      return Launch<512, EG, false>(a, rows, stream);
+  // Measuring switch (G4_CUDA_ATTN_MMA_SHARE=1): one buffer for keys and
+  // values at head_dim 512.
+  if (const char* e = std::getenv("G4_CUDA_ATTN_MMA_SHARE"); a.d == 512 && e != nullptr && std::strcmp(e, "1") == 0)
+    return Launch<512, EG, true>(a, rows, stream);
+  if constexpr (EG == 1) {
+    // Measuring switches: G4_CUDA_ATTN_QTERMS=0, the row kernel's warps each
+    // load and split q themselves (and 4 warps); G4_CUDA_ATTN_WIDE_ROW=0, 4
+    // warps at head_dim 128 and more.
+    static const bool q_terms = EnvSwitchOn("G4_CUDA_ATTN_QTERMS");
+    static const bool wide_row = EnvSwitchOn("G4_CUDA_ATTN_WIDE_ROW");
+    if (!q_terms) return LaunchDim<EG, false, kMmaWarps>(a, rows, stream);
+    if (wide_row && a.d >= 128) return LaunchDim<EG, true, 8>(a, rows, stream);
   }
+  return LaunchDim<EG, true, kMmaWarps>(a, rows, stream);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@ struct uint2 { unsigned x, y; };
 struct uint4 { unsigned x, y, z, w; };
 struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
+inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline float2 make_float2(float x, float y) { return float2{x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
@@ -51,6 +52,11 @@ inline float __int2float_rn(int v) { return static_cast<float>(v); }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline int __float2int_rn(float v) { return static_cast<int>(std::nearbyint(v)); }  // the default rounding: to nearest even
 template <typename T> T __ldg(const T* p) { return *p; }
+template <typename T> T __ldcg(const T* p) { return *p; }
+// Blocks run one after another and a block's threads never preempt each
+// other, so a read-modify-write is atomic and fences have nothing to order.
+inline int atomicAdd(int* p, int v) { const int old = *p; *p = old + v; return old; }
+inline void __threadfence() {}
 [[noreturn]] inline void __trap() { simt::Fail("__trap() in a kernel"); }
 inline void __syncthreads() { simt::BlockBarrier(); }
 inline void __syncwarp(unsigned = 0xffffffffu) {}
