@@ -197,9 +197,10 @@ TEST_P(MatMulTest, OneInputRowManyWeightRows) {
     const testing::TestWeights w = testing::MakeAffine(s.n, s.k, s.bits, s.group, s.scales, ++seed);
     CheckMatMul(backend(), w, 1, ++seed);
   }
-  // A few input rows with K staged in several chunks.
+  // A few input rows with K staged in several chunks (33 and 50: the CUDA
+  // few-row kernel in launches of 32 rows, a lone last row by the one-row kernel).
   const testing::TestWeights long_k = testing::MakeAffine(300, 6400, 4, 64, DType::kBF16, ++seed);
-  for (int64_t m : {2, 5, 8, 13}) CheckMatMul(backend(), long_k, m, ++seed, m % 2 ? 3 : 0, 0);
+  for (int64_t m : {2, 5, 8, 13, 33, 50}) CheckMatMul(backend(), long_k, m, ++seed, m % 2 ? 3 : 0, 0);
 }
 
 // Calls f(i, bits, group, scale type) for every affine format, i counting

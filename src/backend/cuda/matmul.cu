@@ -367,14 +367,14 @@ void MatMulDense(const DevWeight& w, const TensorView& x, const TensorView& y, c
 }
 
 // Whether MatMul hands M input rows times `products` to the few-row
-// tensor-core kernel (when it takes them): 2 to 16 rows always; 17 to 32
-// when the tensor-core tiled kernel (64 weight rows a block at these rows)
-// would run fewer blocks than the device has SMs: there the tiled kernel
-// leaves SMs idle, while on wide products it reads the inputs from L2 a
-// quarter as often (H100, 32 input rows: 2048 x 2560 22.3 -> 11.8 us,
-// 10240 x 2560 28.3 -> 35.3 us). G4_CUDA_ROWS_MMA=0 never (measuring), N
-// >= 2: every row count up to N; unset or 1: the rule above
-// (kRowsMmaByDefault; false: never).
+// tensor-core kernel (when it takes them; over 32 rows in launches of 32
+// rows): 2 to 16 rows always; 17 to 64 when the tensor-core tiled kernel
+// (64 weight rows a block at 17-32 rows, 128 at 33-64) would run fewer
+// blocks than the device has SMs: there the tiled kernel leaves SMs idle,
+// while on wide products it reads the inputs from L2 a quarter as often
+// (H100, 32 input rows: 2048 x 2560 22.3 -> 11.8 us, 10240 x 2560 28.3 ->
+// 35.3 us). G4_CUDA_ROWS_MMA=0 never (measuring), N >= 2: every row count
+// up to N; unset or 1: the rule above (kRowsMmaByDefault; false: never).
 bool RowsMmaFor(int64_t M, std::span<const AffineOut> products) {
   static const int64_t up_to = [] {
     const char* e = std::getenv("G4_CUDA_ROWS_MMA");
@@ -384,16 +384,37 @@ bool RowsMmaFor(int64_t M, std::span<const AffineOut> products) {
   if (up_to == 0 || M < 2) return false;
   if (up_to >= 2) return M <= up_to;
   if (M <= 16) return true;
-  if (M > 32) return false;
+  if (M > 64) return false;
+  const int64_t block_rows = M <= 32 ? 64 : 128;
   int64_t tiled_blocks = 0;
-  for (const AffineOut& o : products) tiled_blocks += (o.w.rows + 63) / 64;
+  for (const AffineOut& o : products) tiled_blocks += (o.w.rows + block_rows - 1) / block_rows;
   return tiled_blocks < SmCount();
+}
+
+// The few-row kernel over M input rows in launches of at most 32 (the
+// rows of one launch are independent of the others', so the bits are
+// those of one launch).
+void RowsMmaInSlices(std::span<const AffineOut> products, int bits, const QRows& qr, int64_t M, cudaStream_t stream) {
+  constexpr int64_t kSlice = 32;
+  for (int64_t m0 = 0; m0 < M; m0 += kSlice) {
+    const int64_t m = std::min(kSlice, M - m0);
+    const QRows part{qr.q + m0 * qr.ldq, qr.ldq, qr.d + m0 * qr.ldg, qr.xs + m0 * qr.ldg, qr.ldg};
+    AffineOut outs[kMaxAffineOuts];
+    for (size_t i = 0; i < products.size(); ++i) {
+      outs[i] = products[i];
+      outs[i].y += m0 * outs[i].ldy;
+    }
+    const std::span<const AffineOut> slice(outs, products.size());
+    if (m == 1) AffineInt8RowMatMul(slice, bits, part, stream);  // a lone last row: the one-row kernel, the same bits
+    else AffineInt8RowsMmaMatMul(slice, bits, part, m, stream);
+  }
 }
 
 // Products of x with affine matrices of one bit width, group size and
 // column count, ys[i] = x ws[i]^T, or with u (gated) (gelu_tanh(x) * u)
 // ws[i]^T: x quantized once, then one launch: the few-row tensor-core
-// kernel where RowsMmaFor says so and it takes the products, else the one-row kernel for one row, the tensor-core kernel
+// kernel where RowsMmaFor says so and it takes the products (a launch per
+// 32 rows), else the one-row kernel for one row, the tensor-core kernel
 // from AffineMmaMinRows() rows, the tiled kernel below that.
 void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, const TensorView* u,
                   std::span<const TensorView> ys, Scratch& scratch, cudaStream_t stream) {
@@ -416,9 +437,9 @@ void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, 
     QuantizeRows(x.f32(), ldx, up, ldu, nullptr, 1, M, K, w0.group_size, w0.bits, qr, stream);
   }
   const std::span<const AffineOut> products(outs, ws.size());
-  if (RowsMmaFor(M, products) && AffineInt8RowsMmaMatMulTakes(products, w0.bits, M)) {
+  if (RowsMmaFor(M, products) && AffineInt8RowsMmaMatMulTakes(products, w0.bits, std::min<int64_t>(M, 32))) {
     SubProfile sp(stream, "matmul int8 rows mma");
-    return AffineInt8RowsMmaMatMul(products, w0.bits, qr, M, stream);
+    return RowsMmaInSlices(products, w0.bits, qr, M, stream);
   }
   if (M >= AffineMmaMinRows()) {
     SubProfile sp(stream, M > 64 ? "matmul int8 mma (>64 rows)" : "matmul int8 mma (<=64 rows)");
