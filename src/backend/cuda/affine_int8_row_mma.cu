@@ -72,6 +72,48 @@ __device__ __forceinline__ void LoadWords(const uint8_t* p, uint32_t (&w)[P]) {
   }
 }
 
+// Group gi's codes of the lane's rows g and g + 8 (codes_g, codes_g8 at the
+// lane's words) and the scale and bias of the row whose terms it writes.
+template <int P>
+__device__ __forceinline__ void LoadGroup(const uint8_t* codes_g, const uint8_t* codes_g8, const uint16_t* scales,
+                                          const uint16_t* biases, int gi, GroupLoads<P>& into) {
+  LoadWords<P>(codes_g + static_cast<int64_t>(gi) * (16 * P), into.c0);
+  LoadWords<P>(codes_g8 + static_cast<int64_t>(gi) * (16 * P), into.c8);
+  into.s = Bf16ToF32(__ldg(scales + gi));
+  into.b = Bf16ToF32(__ldg(biases + gi));
+}
+
+// Lane t's quantized inputs for group gi of the row at q (q already at the
+// lane's 8 P t): the 8 P bytes at QPos positions 32 P gi + 8 P t (words
+// P t .. P t + P - 1's even then odd columns), B's fragment words.
+template <int P>
+__device__ __forceinline__ void LoadInputWords(const int8_t* q, int gi, uint32_t (&qw)[2 * P]) {
+  if constexpr (P == 1) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(q + 32 * gi));
+    qw[0] = v.x, qw[1] = v.y;
+  } else {
+#pragma unroll
+    for (int h = 0; h < P / 2; ++h) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(q + 32 * P * gi) + h);
+      qw[4 * h] = v.x, qw[4 * h + 1] = v.y, qw[4 * h + 2] = v.z, qw[4 * h + 3] = v.w;
+    }
+  }
+}
+
+// A group's exact sums for rows g, g + 8 x B's columns 2t, 2t + 1: mma j
+// takes word j's low nibbles as A's columns 4t..4t+3 and its high nibbles
+// as 4t+16..4t+19.
+template <int P>
+__device__ __forceinline__ void GroupSums(const GroupLoads<P>& in, const uint32_t (&qw)[2 * P], int (&acc)[4]) {
+  acc[0] = acc[1] = acc[2] = acc[3] = 0;
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    const uint32_t a[4] = {in.c0[j] & 0x0f0f0f0fu, in.c8[j] & 0x0f0f0f0fu, (in.c0[j] >> 4) & 0x0f0f0f0fu,
+                           (in.c8[j] >> 4) & 0x0f0f0f0fu};
+    MmaU8S8(acc, a, qw[2 * j], qw[2 * j + 1]);
+  }
+}
+
 // The block's 16-row tile: its product's codes, scales, biases and output
 // from row r0 on, the quantized input row it multiplies and its row count.
 struct Tile {
@@ -135,11 +177,7 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowMmaKernel(OutSet
 
   GroupLoads<P> in[D];
   const auto load = [&](int slot, int gi) {  // slot: a compile-time index after unrolling
-    if (gi >= ge) return;
-    LoadWords<P>(codes_g + static_cast<int64_t>(gi) * (16 * P), in[slot].c0);
-    LoadWords<P>(codes_g8 + static_cast<int64_t>(gi) * (16 * P), in[slot].c8);
-    in[slot].s = Bf16ToF32(__ldg(scales + gi));
-    in[slot].b = Bf16ToF32(__ldg(biases + gi));
+    if (gi < ge) LoadGroup<P>(codes_g, codes_g8, scales, biases, gi, in[slot]);
   };
 #pragma unroll
   for (int d = 0; d < D; ++d) load(d, gb + d);
@@ -158,23 +196,9 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowMmaKernel(OutSet
       const int gi = g0 + d;
       if (gi >= ge) break;
       uint32_t qw[2 * P];
-      if constexpr (P == 1) {
-        const uint2 v = __ldg(reinterpret_cast<const uint2*>(q + 32 * gi));
-        qw[0] = v.x, qw[1] = v.y;
-      } else {
-#pragma unroll
-        for (int h = 0; h < P / 2; ++h) {
-          const uint4 v = __ldg(reinterpret_cast<const uint4*>(q + 32 * P * gi) + h);
-          qw[4 * h] = v.x, qw[4 * h + 1] = v.y, qw[4 * h + 2] = v.z, qw[4 * h + 3] = v.w;
-        }
-      }
-      int acc[4] = {0, 0, 0, 0};
-#pragma unroll
-      for (int j = 0; j < P; ++j) {
-        const uint32_t a[4] = {in[d].c0[j] & 0x0f0f0f0fu, in[d].c8[j] & 0x0f0f0f0fu,
-                               (in[d].c0[j] >> 4) & 0x0f0f0f0fu, (in[d].c8[j] >> 4) & 0x0f0f0f0fu};
-        MmaU8S8(acc, a, qw[2 * j], qw[2 * j + 1]);
-      }
+      LoadInputWords<P>(q, gi, qw);
+      int acc[4];
+      GroupSums<P>(in[d], qw, acc);
       // D (g, 0) is acc[0] of lane (g, 0), D (g + 8, 0) its acc[2]: lane
       // (g, 1) takes the latter.
       const int up = __shfl_up_sync(0xffffffffu, acc[2], 1);
@@ -263,11 +287,7 @@ __global__ __launch_bounds__(kWarps * 32, FewRows<NI>::kBlocks) void RowsMmaKern
 
   GroupLoads<P> in[D];
   const auto load = [&](int slot, int gi) {  // slot: a compile-time index after unrolling
-    if (gi >= groups) return;
-    LoadWords<P>(codes_g + static_cast<int64_t>(gi) * (16 * P), in[slot].c0);
-    LoadWords<P>(codes_g8 + static_cast<int64_t>(gi) * (16 * P), in[slot].c8);
-    in[slot].s = Bf16ToF32(__ldg(scales + gi));
-    in[slot].b = Bf16ToF32(__ldg(biases + gi));
+    if (gi < groups) LoadGroup<P>(codes_g, codes_g8, scales, biases, gi, in[slot]);
   };
 #pragma unroll
   for (int d = 0; d < D; ++d) load(d, warp + kWarps * d);
@@ -294,23 +314,9 @@ __global__ __launch_bounds__(kWarps * 32, FewRows<NI>::kBlocks) void RowsMmaKern
 #pragma unroll
         for (int i = 0; i < NI; ++i) {
           uint32_t qw[2 * P];
-          if constexpr (P == 1) {
-            const uint2 v = __ldg(reinterpret_cast<const uint2*>(q[i] + 32 * gi));
-            qw[0] = v.x, qw[1] = v.y;
-          } else {
-#pragma unroll
-            for (int h = 0; h < P / 2; ++h) {
-              const uint4 v = __ldg(reinterpret_cast<const uint4*>(q[i] + 32 * P * gi) + h);
-              qw[4 * h] = v.x, qw[4 * h + 1] = v.y, qw[4 * h + 2] = v.z, qw[4 * h + 3] = v.w;
-            }
-          }
-          int acc[4] = {0, 0, 0, 0};
-#pragma unroll
-          for (int k = 0; k < P; ++k) {
-            const uint32_t a[4] = {in[d].c0[k] & 0x0f0f0f0fu, in[d].c8[k] & 0x0f0f0f0fu,
-                                   (in[d].c0[k] >> 4) & 0x0f0f0f0fu, (in[d].c8[k] >> 4) & 0x0f0f0f0fu};
-            MmaU8S8(acc, a, qw[2 * k], qw[2 * k + 1]);
-          }
+          LoadInputWords<P>(q[i], gi, qw);
+          int acc[4];
+          GroupSums<P>(in[d], qw, acc);
           const int m = 8 * i + 2 * t;
           sums[(m * kTileRows + g) * F::kStride + j] = acc[0];
           sums[((m + 1) * kTileRows + g) * F::kStride + j] = acc[1];
