@@ -378,14 +378,13 @@ void MatMulDense(const DevWeight& w, const TensorView& x, const TensorView& y, c
 bool RowsMmaFor(int64_t M, std::span<const AffineOut> products) {
   static const int64_t up_to = [] {
     const char* e = std::getenv("G4_CUDA_ROWS_MMA");
-    const int64_t v = e && *e ? std::atoll(e) : (kRowsMmaByDefault ? 1 : 0);
-    return v;
+    return e && *e ? std::atoll(e) : (kRowsMmaByDefault ? 1 : 0);
   }();
   if (up_to == 0 || M < 2) return false;
   if (up_to >= 2) return M <= up_to;
   if (M <= 16) return true;
   if (M > 64) return false;
-  const int64_t block_rows = M <= 32 ? 64 : 128;
+  const int64_t block_rows = AffineMmaBlockWeightRows(M);
   int64_t tiled_blocks = 0;
   for (const AffineOut& o : products) tiled_blocks += (o.w.rows + block_rows - 1) / block_rows;
   return tiled_blocks < SmCount();
