@@ -417,7 +417,10 @@ TEST_P(PagedAttentionTest, StreamingSplitKernelGivesTheSplitKernelsBits) {
   };
   const struct { int heads, kv_heads, head_dim; } kShapes[] = {{8, 2, 256}, {4, 1, 512}, {16, 1, 512}};
   const KvCodecSpec kSpecs[] = {KvCodecSpec::Plain(DType::kBF16), KvCodecSpec::Plain(DType::kF16),
-                                KvCodecSpec::Turbo(8, 3), KvCodecSpec::Turbo(4, 2), KvCodecSpec::Turbo(5, 8)};
+                                // every key width (2, 4, 5, 8) and value width (2, 3, 4, 5, 8):
+                                // the lane runs (turbo_lane_codes.cuh) are instantiated per width
+                                KvCodecSpec::Turbo(8, 3), KvCodecSpec::Turbo(4, 2), KvCodecSpec::Turbo(5, 8),
+                                KvCodecSpec::Turbo(2, 4), KvCodecSpec::Turbo(8, 5)};
   for (const auto& g : kShapes) {
     AttentionShape shape;
     shape.num_heads = g.heads;

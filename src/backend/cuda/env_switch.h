@@ -1,8 +1,8 @@
 // Switches the CUDA backend reads from the environment to compare a path
 // with the one it replaced (G4_CUDA_GRAPHS, G4_CUDA_ROW_BLOCK,
 // G4_CUDA_MOE_ROW, G4_CUDA_ROW_MMA, G4_CUDA_KV_PLAIN,
-// G4_CUDA_ATTN_LATE_WAIT, G4_CUDA_ATTN_ALLOW, G4_CUDA_ATTN_QTERMS). Host
-// code only.
+// G4_CUDA_ATTN_LATE_WAIT, G4_CUDA_ATTN_ALLOW, G4_CUDA_ATTN_QTERMS,
+// G4_CUDA_ATTN_TURBO_RUNS, G4_CUDA_ATTN_TURBO_OCC). Host code only.
 #pragma once
 
 #include <cstdlib>

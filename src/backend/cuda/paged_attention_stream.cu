@@ -29,7 +29,9 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dynamic_shared.cuh"
 #include "backend/cuda/paged_attention_core.cuh"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/turbo_lane_codes.cuh"
 
 namespace g4::cuda::attn {
 namespace {
@@ -102,9 +104,13 @@ __device__ __forceinline__ void LoadPlain2(const uint8_t* slice, bool bf16, floa
 
 // Where a block keeps the split's slices: keys from byte 0 (k_region bytes,
 // which also hold the warps' sums at the end), then values (v_region bytes,
-// none when they come through L2), then the scores and statistics.
+// none when they come through L2), then the scores and statistics, then
+// (turbo, lane_runs) the store's value codebook. lane_runs: turbo lanes
+// decode their codes as runs of words (turbo_lane_codes.cuh) rather than
+// element by element; the same values either way.
 struct StreamSmem {
   int k_region = 0, v_region = 0;
+  bool lane_runs = false;
 };
 
 // A TurboQuant record's bytes for one KV head (the elements of head kh are
@@ -152,7 +158,9 @@ __device__ __forceinline__ DevKvFormat OneHeadTurbo(const DevKvFormat& f, const 
 // Elements e0 .. e0 + D32 - 1 (one group of 32) of a key or value part in
 // shared memory: LoadElems' turbo slice, the same operations.
 template <int D32>
-__device__ __forceinline__ void TurboKeySlice(const DevKvFormat& m, const uint8_t* part, int e0, float (&out)[D32]) {
+__device__ __forceinline__ void TurboKeySlice(const DevKvFormat& m, const uint8_t* part, int e0, bool runs,
+                                              float (&out)[D32]) {
+  if (runs && TurboKeyRunAny<D32>(m, part, e0, out)) return;
   const int g = e0 / 32;
   const float s = TurboKeyStep(m, part, g), z = TurboKeyZero(m, part, g);
 #pragma unroll
@@ -160,7 +168,9 @@ __device__ __forceinline__ void TurboKeySlice(const DevKvFormat& m, const uint8_
 }
 template <int D32>
 __device__ __forceinline__ void TurboValueSlice(const DevKvFormat& m, const uint8_t* part, int e0,
-                                                const float* centroids, float (&out)[D32]) {
+                                                const float* centroids, const float* shared_centroids, bool runs,
+                                                float (&out)[D32]) {
+  if (runs && TurboValueRunAny<D32>(m, part, e0, shared_centroids, out)) return;
   const float r = TurboValueScale(m, part, e0 / 32);
 #pragma unroll
   for (int i = 0; i < D32; ++i) out[i] = TurboValueCentroid(m, part, e0 + i, centroids) * r;
@@ -172,10 +182,10 @@ __device__ __forceinline__ void TurboValueSlice(const DevKvFormat& m, const uint
 // slices from global memory (in L2 by then: requested before the dependent
 // wait) KB at a time as the split kernel does. The block's work, the lanes'
 // element slices, every float operation and its order are the split
-// kernel's.
-template <int D32, int GP, int kLayout>
-__global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, int head_groups, int group_heads,
-                                                                 StreamSmem layout) {
+// kernel's. kMinBlocks: blocks per SM the registers are capped for.
+template <int D32, int GP, int kLayout, int kMinBlocks>
+__global__ __launch_bounds__(kThreads, kMinBlocks) void StreamSplitKernel(AttnParams a, int head_groups,
+                                                                          int group_heads, StreamSmem layout) {
   using S = StreamShape<D32>;
   constexpr bool kTurbo = kLayout == kStreamTurbo;
   constexpr bool kVShared = kLayout != kStreamPlainKeys;
@@ -185,6 +195,7 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
   uint8_t* v_region = smem + layout.k_region;
   float* sc = reinterpret_cast<float*>(smem + layout.k_region + layout.v_region);  // [GP][kSplitKeys]
   float* stats = sc + GP * kSplitKeys;                                           // [2][GP]: m, l
+  float* codebook = stats + 2 * GP;                                              // turbo, lane_runs
   float* red = reinterpret_cast<float*>(k_region);  // [kWarps][GP][32 * D32], once every key is read
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -205,6 +216,12 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
   const TurboHeadBytes hb = TurboHeadBytesOf(st.f);  // turbo only
   const int k_part = kTurbo ? hb.key_part() : S::kSliceBytes;
   const int v_part = kTurbo ? hb.value_part() : S::kSliceBytes;
+  const bool runs = kTurbo && layout.lane_runs;
+  // The codebook is uploaded with the store (never written by a step's
+  // kernels): read before the dependent wait; the first barrier below
+  // publishes it.
+  if (runs)
+    for (int t = threadIdx.x; t < (1 << st.f.value_bits); t += kThreads) codebook[t] = st.centroids[t];
 
   // Thread t copies key t / 4's slices; its lines go to L2 before the wait.
   const int cj = threadIdx.x / kCopyThreadsPerKey, sub = threadIdx.x % kCopyThreadsPerKey;
@@ -275,7 +292,7 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
     if (j < nk) {
       float kv[D32];
       if constexpr (kTurbo) {
-        TurboKeySlice<D32>(m, k_region + j * k_part, e0, kv);
+        TurboKeySlice<D32>(m, k_region + j * k_part, e0, runs, kv);
       } else {
         ReadSlice<D32>(k_region, j, lane, bf16, kv);
       }
@@ -303,7 +320,7 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
       if (j >= nk) break;
       float vv[D32];
       if constexpr (kTurbo) {
-        TurboValueSlice<D32>(m, v_region + j * v_part, e0, st.centroids, vv);
+        TurboValueSlice<D32>(m, v_region + j * v_part, e0, st.centroids, codebook, runs, vv);
       } else {
         ReadSlice<D32>(v_region, j, lane, bf16, vv);
       }
@@ -336,11 +353,13 @@ __global__ __launch_bounds__(kThreads, 2) void StreamSplitKernel(AttnParams a, i
   StoreSplitState<D32, GP>(a, r_local, kh, split, g0, gn, acc, stats, red, warp, lane);
 }
 
-template <int D32, int GP, int kLayout>
+template <int D32, int GP, int kLayout, int kMinBlocks>
 void Launch(const dim3& grid, const AttnParams& a, int head_groups, int group_heads, cudaStream_t stream) {
   // Per-key bytes: the largest over the stores in use (a step may mix two
   // turbo formats).
   int k_part = StreamShape<D32>::kSliceBytes, v_part = StreamShape<D32>::kSliceBytes;
+  int codebook = 0;  // floats
+  StreamSmem layout;
   if (kLayout == kStreamTurbo) {
     k_part = v_part = 0;
     for (const AttnStore& st : a.store) {
@@ -348,29 +367,50 @@ void Launch(const dim3& grid, const AttnParams& a, int head_groups, int group_he
       const TurboHeadBytes hb = TurboHeadBytesOf(st.f);
       k_part = std::max(k_part, hb.key_part());
       v_part = std::max(v_part, hb.value_part());
+      codebook = std::max(codebook, 1 << st.f.value_bits);
     }
+    static const bool lane_runs = EnvSwitchOn("G4_CUDA_ATTN_TURBO_RUNS");
+    layout.lane_runs = lane_runs;
+    if (!lane_runs) codebook = 0;
   }
-  StreamSmem layout;
   const int red_bytes = static_cast<int>(kWarps * GP * 32 * D32 * sizeof(float));
   layout.k_region = std::max(kSplitKeys * k_part, red_bytes);
   layout.v_region = kLayout == kStreamPlainKeys ? 0 : kSplitKeys * v_part;
   const size_t smem = static_cast<size_t>(layout.k_region) + layout.v_region +
-                      (static_cast<size_t>(GP) * kSplitKeys + 2 * GP) * sizeof(float);
+                      (static_cast<size_t>(GP) * kSplitKeys + 2 * GP + codebook) * sizeof(float);
   static size_t allowed = 48 * 1024;  // raised once per new maximum, never inside a capture
   if (smem > allowed) {
-    G4_CUDA_CHECK(cudaFuncSetAttribute(StreamSplitKernel<D32, GP, kLayout>,
+    G4_CUDA_CHECK(cudaFuncSetAttribute(StreamSplitKernel<D32, GP, kLayout, kMinBlocks>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    // All of L1 as shared memory, so kMinBlocks blocks of ~50 KB fit.
+    G4_CUDA_CHECK(cudaFuncSetAttribute(StreamSplitKernel<D32, GP, kLayout, kMinBlocks>,
+                                       cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       cudaSharedmemCarveoutMaxShared));
     allowed = smem;
   }
-  LaunchDependent(StreamSplitKernel<D32, GP, kLayout>, grid, dim3(kThreads), smem, stream, a, head_groups,
+  LaunchDependent(StreamSplitKernel<D32, GP, kLayout, kMinBlocks>, grid, dim3(kThreads), smem, stream, a, head_groups,
                   group_heads, layout);
+}
+
+// Blocks per SM the turbo kernel is built for: 3 (its registers capped at
+// 80, none spill), or 2 with G4_CUDA_ATTN_TURBO_OCC=0, as the plain
+// layouts (whose values kept in registers would spill at 80).
+bool TurboThreeBlocks() {
+  static const bool on = EnvSwitchOn("G4_CUDA_ATTN_TURBO_OCC");
+  return on;
 }
 
 template <int D32, int kLayout>
 void LaunchL(bool narrow, const dim3& grid, const AttnParams& a, int head_groups, int group_heads,
              cudaStream_t stream) {
-  if (narrow) return Launch<D32, 1, kLayout>(grid, a, head_groups, group_heads, stream);
-  return Launch<D32, WideHeads(D32), kLayout>(grid, a, head_groups, group_heads, stream);
+  if constexpr (kLayout == kStreamTurbo) {
+    if (TurboThreeBlocks()) {
+      if (narrow) return Launch<D32, 1, kLayout, 3>(grid, a, head_groups, group_heads, stream);
+      return Launch<D32, WideHeads(D32), kLayout, 3>(grid, a, head_groups, group_heads, stream);
+    }
+  }
+  if (narrow) return Launch<D32, 1, kLayout, 2>(grid, a, head_groups, group_heads, stream);
+  return Launch<D32, WideHeads(D32), kLayout, 2>(grid, a, head_groups, group_heads, stream);
 }
 
 template <int D32>

@@ -30,7 +30,11 @@ inline float4 make_float4(float x, float y, float z, float w) { return float4{x,
 
 using cudaStream_t = struct SimStream*;
 enum cudaError_t { cudaSuccess = 0 };
-enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum cudaFuncAttribute {
+  cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+  cudaFuncAttributePreferredSharedMemoryCarveout = 9
+};
+enum cudaSharedCarveout { cudaSharedmemCarveoutMaxShared = 100 };
 inline const char* cudaGetErrorString(cudaError_t) { return "simulated"; }
 inline const char* cudaGetErrorName(cudaError_t) { return "cudaSuccess"; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
@@ -51,6 +55,10 @@ inline float __fmul_rn(float a, float b) { return a * b; }  // the host's SSE mu
 inline float __int2float_rn(int v) { return static_cast<float>(v); }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline int __float2int_rn(float v) { return static_cast<int>(std::nearbyint(v)); }  // the default rounding: to nearest even
+// The low word of hi:lo shifted right by shift & 31 (CUDA's wrap mode).
+inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t shift) {
+  return static_cast<uint32_t>(((static_cast<uint64_t>(hi) << 32) | lo) >> (shift & 31));
+}
 template <typename T> T __ldg(const T* p) { return *p; }
 template <typename T> T __ldcg(const T* p) { return *p; }
 // Blocks run one after another and a block's threads never preempt each
