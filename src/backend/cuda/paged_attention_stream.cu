@@ -382,7 +382,7 @@ void Launch(const dim3& grid, const AttnParams& a, int head_groups, int group_he
   if (smem > allowed) {
     G4_CUDA_CHECK(cudaFuncSetAttribute(StreamSplitKernel<D32, GP, kLayout, kMinBlocks>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    // All of L1 as shared memory, so kMinBlocks blocks of ~50 KB fit.
+    // The most shared memory the SM allows, so kMinBlocks blocks of ~50 KB fit.
     G4_CUDA_CHECK(cudaFuncSetAttribute(StreamSplitKernel<D32, GP, kLayout, kMinBlocks>,
                                        cudaFuncAttributePreferredSharedMemoryCarveout,
                                        cudaSharedmemCarveoutMaxShared));
