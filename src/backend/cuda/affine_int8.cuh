@@ -99,8 +99,10 @@ void AffineInt8RowBlockMatMul(std::span<const AffineOut> outs, int bits, const Q
 constexpr bool kRowMmaByDefault = false;
 bool AffineInt8RowMmaMatMulTakes(std::span<const AffineOut> outs, int bits);
 void AffineInt8RowMmaMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream);
-// The same products for 2 to 32 quantized input rows (qr's rows 0 ..
-// rows_in - 1; a decode batch) by the few-row tensor-core kernel
+// The most input rows one launch of the few-row kernel takes.
+constexpr int64_t kRowsMmaMaxRowsIn = 32;
+// The same products for 2 to kRowsMmaMaxRowsIn quantized input rows (qr's
+// rows 0 .. rows_in - 1; a decode batch) by the few-row tensor-core kernel
 // (affine_int8_row_mma.cu: one mma takes 16 weight rows x 8 input rows),
 // when it takes them: 4-bit codes, groups of 32, 64 or 128, bf16 scales,
 // 16-byte aligned codes. Bitwise AffineInt8MatMul's. MatMul hands it

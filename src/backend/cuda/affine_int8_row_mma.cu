@@ -406,8 +406,10 @@ void AffineInt8RowMmaMatMulTable(const RowProduct* table, int n, int32_t rows, i
                   stream);
 }
 
+static_assert(FewRows<4>::kRowsIn == kRowsMmaMaxRowsIn, "the header's limit is the widest instance's rows");
+
 bool AffineInt8RowsMmaMatMulTakes(std::span<const AffineOut> outs, int bits, int64_t rows_in) {
-  return rows_in >= 2 && rows_in <= FewRows<4>::kRowsIn && AllBf16Aligned(outs) &&
+  return rows_in >= 2 && rows_in <= kRowsMmaMaxRowsIn && AllBf16Aligned(outs) &&
          TakesFormat(bits, outs[0].w.group, outs[0].w.groups_per_row);
 }
 

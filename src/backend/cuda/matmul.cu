@@ -390,11 +390,11 @@ bool RowsMmaFor(int64_t M, std::span<const AffineOut> products) {
   return tiled_blocks < SmCount();
 }
 
-// The few-row kernel over M input rows in launches of at most 32 (the
-// rows of one launch are independent of the others', so the bits are
-// those of one launch).
+// The few-row kernel over M input rows in launches of at most
+// kRowsMmaMaxRowsIn (the rows of one launch are independent of the others',
+// so the bits are those of one launch).
 void RowsMmaInSlices(std::span<const AffineOut> products, int bits, const QRows& qr, int64_t M, cudaStream_t stream) {
-  constexpr int64_t kSlice = 32;
+  constexpr int64_t kSlice = kRowsMmaMaxRowsIn;
   for (int64_t m0 = 0; m0 < M; m0 += kSlice) {
     const int64_t m = std::min(kSlice, M - m0);
     const QRows part{qr.q + m0 * qr.ldq, qr.ldq, qr.d + m0 * qr.ldg, qr.xs + m0 * qr.ldg, qr.ldg};
@@ -436,7 +436,7 @@ void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, 
     QuantizeRows(x.f32(), ldx, up, ldu, nullptr, 1, M, K, w0.group_size, w0.bits, qr, stream);
   }
   const std::span<const AffineOut> products(outs, ws.size());
-  if (RowsMmaFor(M, products) && AffineInt8RowsMmaMatMulTakes(products, w0.bits, std::min<int64_t>(M, 32))) {
+  if (RowsMmaFor(M, products) && AffineInt8RowsMmaMatMulTakes(products, w0.bits, std::min(M, kRowsMmaMaxRowsIn))) {
     SubProfile sp(stream, "matmul int8 rows mma");
     return RowsMmaInSlices(products, w0.bits, qr, M, stream);
   }

@@ -20,8 +20,8 @@
 // slice as [piece][lane] 16-byte pieces (a lane's D32 elements are D32 / 8
 // pieces), so a warp's read of one piece is 512 contiguous bytes, free of
 // bank conflicts; a turbo key's part as a one-head record's K (codes,
-// steps, zeros) and V (codes, scales), read by the shared decoders
-// (kv_codec.cuh) with LoadElems' operations.
+// steps, zeros) and V (codes, scales), whose lanes decode their codes as
+// runs of words (turbo_lane_codes.cuh) to LoadElems' values.
 #include <algorithm>
 #include <cstdlib>
 
@@ -400,17 +400,20 @@ bool TurboThreeBlocks() {
   return on;
 }
 
+template <int D32, int kLayout, int kMinBlocks>
+void LaunchB(bool narrow, const dim3& grid, const AttnParams& a, int head_groups, int group_heads,
+             cudaStream_t stream) {
+  if (narrow) return Launch<D32, 1, kLayout, kMinBlocks>(grid, a, head_groups, group_heads, stream);
+  return Launch<D32, WideHeads(D32), kLayout, kMinBlocks>(grid, a, head_groups, group_heads, stream);
+}
+
 template <int D32, int kLayout>
 void LaunchL(bool narrow, const dim3& grid, const AttnParams& a, int head_groups, int group_heads,
              cudaStream_t stream) {
   if constexpr (kLayout == kStreamTurbo) {
-    if (TurboThreeBlocks()) {
-      if (narrow) return Launch<D32, 1, kLayout, 3>(grid, a, head_groups, group_heads, stream);
-      return Launch<D32, WideHeads(D32), kLayout, 3>(grid, a, head_groups, group_heads, stream);
-    }
+    if (TurboThreeBlocks()) return LaunchB<D32, kLayout, 3>(narrow, grid, a, head_groups, group_heads, stream);
   }
-  if (narrow) return Launch<D32, 1, kLayout, 2>(grid, a, head_groups, group_heads, stream);
-  return Launch<D32, WideHeads(D32), kLayout, 2>(grid, a, head_groups, group_heads, stream);
+  return LaunchB<D32, kLayout, 2>(narrow, grid, a, head_groups, group_heads, stream);
 }
 
 template <int D32>

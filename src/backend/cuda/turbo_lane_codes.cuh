@@ -71,7 +71,7 @@ struct LaneCodes {
     } else {
       x = __funnelshift_r(u[k], u[k + 1 < kWords ? k + 1 : k], off);
     }
-    return B == 8 ? (x & 0xFFu) : (x & ((1u << B) - 1));
+    return x & ((1u << B) - 1);
   }
 };
 
