@@ -21,7 +21,9 @@
 // pieces), so a warp's read of one piece is 512 contiguous bytes, free of
 // bank conflicts; a turbo key's part as a one-head record's K (codes,
 // steps, zeros) and V (codes, scales), whose lanes decode their codes as
-// runs of words (turbo_lane_codes.cuh) to LoadElems' values.
+// runs of words (turbo_lane_codes.cuh) to LoadElems' values, in key loops
+// that are not unrolled, one per bit width, chosen once per phase
+// (TurboScores, TurboValues): short enough for the instruction cache.
 #include <algorithm>
 #include <cstdlib>
 
@@ -156,11 +158,10 @@ __device__ __forceinline__ DevKvFormat OneHeadTurbo(const DevKvFormat& f, const 
 }
 
 // Elements e0 .. e0 + D32 - 1 (one group of 32) of a key or value part in
-// shared memory: LoadElems' turbo slice, the same operations.
+// shared memory, element by element: LoadElems' turbo slice, the same
+// operations (the G4_CUDA_ATTN_TURBO_RUNS=0 path; runs of words below).
 template <int D32>
-__device__ __forceinline__ void TurboKeySlice(const DevKvFormat& m, const uint8_t* part, int e0, bool runs,
-                                              float (&out)[D32]) {
-  if (runs && TurboKeyRunAny<D32>(m, part, e0, out)) return;
+__device__ __forceinline__ void TurboKeySlice(const DevKvFormat& m, const uint8_t* part, int e0, float (&out)[D32]) {
   const int g = e0 / 32;
   const float s = TurboKeyStep(m, part, g), z = TurboKeyZero(m, part, g);
 #pragma unroll
@@ -168,12 +169,56 @@ __device__ __forceinline__ void TurboKeySlice(const DevKvFormat& m, const uint8_
 }
 template <int D32>
 __device__ __forceinline__ void TurboValueSlice(const DevKvFormat& m, const uint8_t* part, int e0,
-                                                const float* centroids, const float* shared_centroids, bool runs,
-                                                float (&out)[D32]) {
-  if (runs && TurboValueRunAny<D32>(m, part, e0, shared_centroids, out)) return;
+                                                const float* centroids, float (&out)[D32]) {
   const float r = TurboValueScale(m, part, e0 / 32);
 #pragma unroll
   for (int i = 0; i < D32; ++i) out[i] = TurboValueCentroid(m, part, e0 + i, centroids) * r;
+}
+
+// The scores of a warp's keys in a turbo split for key width B (0: element
+// by element), in a loop that is not unrolled: one width's code, short
+// enough to stay in the instruction cache (the unrolled loops with every
+// width's decoder inline made instruction fetch the kernel's first stall).
+// The same operations as the unrolled loop, key by key.
+template <int D32, int GP, int B>
+__device__ __forceinline__ void TurboScores(const DevKvFormat& m, const uint8_t* k_region, int k_part, int j0, int nk,
+                                            int e0, const float (&q)[GP][D32], float scale, int lane, float* sc) {
+#pragma unroll 1
+  for (int jj = 0; jj < kKeysPerWarp; ++jj) {
+    const int j = j0 + jj;
+    if (j < nk) {
+      float kv[D32];
+      if constexpr (B == 0) {
+        TurboKeySlice<D32>(m, k_region + j * k_part, e0, kv);
+      } else {
+        TurboKeyRun<D32, B>(m, k_region + j * k_part, e0, kv);
+      }
+      StoreKeyScores<D32, GP>(q, kv, scale, true, j, lane, sc);
+    } else if (lane == 0) {
+#pragma unroll
+      for (int g = 0; g < GP; ++g) sc[g * kSplitKeys + j] = -INFINITY;
+    }
+  }
+}
+
+// acc over a warp's keys of a turbo split for value width B (0: element by
+// element, the codebook in global memory), likewise.
+template <int D32, int GP, int B>
+__device__ __forceinline__ void TurboValues(const DevKvFormat& m, const uint8_t* v_region, int v_part, int j0, int nk,
+                                            int e0, const float* centroids, const float* codebook, const float* sc,
+                                            float (&acc)[GP][D32]) {
+#pragma unroll 1
+  for (int jj = 0; jj < kKeysPerWarp; ++jj) {
+    const int j = j0 + jj;
+    if (j >= nk) break;
+    float vv[D32];
+    if constexpr (B == 0) {
+      TurboValueSlice<D32>(m, v_region + j * v_part, e0, centroids, vv);
+    } else {
+      TurboValueRun<D32, B>(m, v_region + j * v_part, e0, codebook, vv);
+    }
+    AccumulateValue<D32, GP>(sc, j, vv, acc);
+  }
 }
 
 // The split kernel (SplitKernel in paged_attention.cu) with the split's key
@@ -286,20 +331,26 @@ __global__ __launch_bounds__(kThreads, kMinBlocks) void StreamSplitKernel(AttnPa
   __syncthreads();  // everyone's
   // 1. scores (keys past nk were never copied: their score is -inf, as the
   // split kernel's)
+  if constexpr (kTurbo) {
+    switch (runs ? m.key_bits : 0) {
+      case 2: TurboScores<D32, GP, 2>(m, k_region, k_part, j0, nk, e0, q, a.scale, lane, sc); break;
+      case 4: TurboScores<D32, GP, 4>(m, k_region, k_part, j0, nk, e0, q, a.scale, lane, sc); break;
+      case 5: TurboScores<D32, GP, 5>(m, k_region, k_part, j0, nk, e0, q, a.scale, lane, sc); break;
+      case 8: TurboScores<D32, GP, 8>(m, k_region, k_part, j0, nk, e0, q, a.scale, lane, sc); break;
+      default: TurboScores<D32, GP, 0>(m, k_region, k_part, j0, nk, e0, q, a.scale, lane, sc); break;
+    }
+  } else {
 #pragma unroll
-  for (int jj = 0; jj < kKeysPerWarp; ++jj) {
-    const int j = j0 + jj;
-    if (j < nk) {
-      float kv[D32];
-      if constexpr (kTurbo) {
-        TurboKeySlice<D32>(m, k_region + j * k_part, e0, runs, kv);
-      } else {
+    for (int jj = 0; jj < kKeysPerWarp; ++jj) {
+      const int j = j0 + jj;
+      if (j < nk) {
+        float kv[D32];
         ReadSlice<D32>(k_region, j, lane, bf16, kv);
-      }
-      StoreKeyScores<D32, GP>(q, kv, a.scale, true, j, lane, sc);
-    } else if (lane == 0) {
+        StoreKeyScores<D32, GP>(q, kv, a.scale, true, j, lane, sc);
+      } else if (lane == 0) {
 #pragma unroll
-      for (int g = 0; g < GP; ++g) sc[g * kSplitKeys + j] = -INFINITY;
+        for (int g = 0; g < GP; ++g) sc[g * kSplitKeys + j] = -INFINITY;
+      }
     }
   }
   __syncthreads();
@@ -313,17 +364,23 @@ __global__ __launch_bounds__(kThreads, kMinBlocks) void StreamSplitKernel(AttnPa
   for (int g = 0; g < GP; ++g)
 #pragma unroll
     for (int i = 0; i < D32; ++i) acc[g][i] = 0.0f;
-  if constexpr (kVShared) {
+  if constexpr (kTurbo) {
+    const uint8_t* vr = v_region;
+    switch (runs ? m.value_bits : 0) {
+      case 2: TurboValues<D32, GP, 2>(m, vr, v_part, j0, nk, e0, st.centroids, codebook, sc, acc); break;
+      case 3: TurboValues<D32, GP, 3>(m, vr, v_part, j0, nk, e0, st.centroids, codebook, sc, acc); break;
+      case 4: TurboValues<D32, GP, 4>(m, vr, v_part, j0, nk, e0, st.centroids, codebook, sc, acc); break;
+      case 5: TurboValues<D32, GP, 5>(m, vr, v_part, j0, nk, e0, st.centroids, codebook, sc, acc); break;
+      case 8: TurboValues<D32, GP, 8>(m, vr, v_part, j0, nk, e0, st.centroids, codebook, sc, acc); break;
+      default: TurboValues<D32, GP, 0>(m, vr, v_part, j0, nk, e0, st.centroids, codebook, sc, acc); break;
+    }
+  } else if constexpr (kVShared) {
 #pragma unroll
     for (int jj = 0; jj < kKeysPerWarp; ++jj) {
       const int j = j0 + jj;
       if (j >= nk) break;
       float vv[D32];
-      if constexpr (kTurbo) {
-        TurboValueSlice<D32>(m, v_region + j * v_part, e0, st.centroids, codebook, runs, vv);
-      } else {
-        ReadSlice<D32>(v_region, j, lane, bf16, vv);
-      }
+      ReadSlice<D32>(v_region, j, lane, bf16, vv);
       AccumulateValue<D32, GP>(sc, j, vv, acc);
     }
   } else {
