@@ -103,7 +103,8 @@ void BM_AffineMatMul(benchmark::State& state) {
   state.counters["TFLOP/s"] = benchmark::Counter(2.0 * m * n * k * state.iterations(), benchmark::Counter::kIsRate);
 }
 
-// E4B (hidden 2560, MLP 10240), 12B (hidden 3840, MLP 15360), the head.
+// E4B (hidden 2560, MLP 10240), 12B (hidden 3840, MLP 15360; q/k/v 8192 rows, o
+// 3840 x 4096), 31B's down (5376 x 21504), the head.
 BENCHMARK(BM_AffineMatMul)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
@@ -119,6 +120,11 @@ BENCHMARK(BM_AffineMatMul)
     ->Args({8, 2048, 2560})
     ->Args({32, 2048, 2560})
     ->Args({32, 10240, 2560})
+    ->Args({32, 8192, 3840})
+    ->Args({32, 3840, 4096})
+    ->Args({32, 3840, 15360})
+    ->Args({32, 15360, 3840})
+    ->Args({32, 5376, 21504})
     ->Args({64, 10240, 2560})
     ->Args({512, 10240, 2560})
     ->Args({4096, 10240, 2560})
