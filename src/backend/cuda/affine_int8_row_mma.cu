@@ -83,6 +83,15 @@ __device__ __forceinline__ void LoadGroup(const uint8_t* codes_g, const uint8_t*
   into.b = Bf16ToF32(__ldg(biases + gi));
 }
 
+// Group gi's codes only (the few-row kernel stages scales and biases per
+// pass instead).
+template <int P>
+__device__ __forceinline__ void LoadCodes(const uint8_t* codes_g, const uint8_t* codes_g8, int gi,
+                                          GroupLoads<P>& into) {
+  LoadWords<P>(codes_g + static_cast<int64_t>(gi) * (16 * P), into.c0);
+  LoadWords<P>(codes_g8 + static_cast<int64_t>(gi) * (16 * P), into.c8);
+}
+
 // Lane t's quantized inputs for group gi of the row at q (q already at the
 // lane's 8 P t): the 8 P bytes at QPos positions 32 P gi + 8 P t (words
 // P t .. P t + P - 1's even then odd columns), B's fragment words.
@@ -249,20 +258,40 @@ void LaunchFor(int group, unsigned blocks, const OutSet& set, const RowProduct* 
 // and 256 more) folds it on over the pass's groups in order: the scheme's
 // sequence, so the same bits. Two buffers, so the next pass's sums go in
 // while the last one's are folded.
+//
+// The block stages a pass's s, b (16 rows x PG) and d, xs (M rows x PG)
+// with coalesced loads issued at the pass's start and stored after its
+// groups; output o's sums sit 8 (o / 32) words further on, so the four t
+// lanes of a store hit distinct banks (o / 32 = 4 i + t); a thread's
+// outputs (the same row r) share their s, b reads; and the fold's and the
+// stores' shared-memory offsets are computed once. Before (Nsight Compute
+// at 32 x 3840 x 15360 on an H100), a warp gathered one s, b, d and xs per
+// row and group from global memory, the stores had 4-way bank conflicts
+// and L1 was 89 % busy: 71 -> 53 us there (docs/benchmarks.md,
+// 2026-12-06 evening).
 template <int NI>
 struct FewRows {
   static constexpr int kRowsIn = 8 * NI;                    // input rows at most
+  static constexpr int kOutputs = kTileRows * kRowsIn;
   static constexpr int kPassGroups = NI == 4 ? 16 : 32;     // a multiple of kWarps
   static constexpr int kPerWarp = kPassGroups / kWarps;
   static constexpr int kStride = kPassGroups + 1;           // odd: a fold's 16 rows read distinct banks
-  static constexpr int kSums = kTileRows * kRowsIn * kStride;  // [16 m + r][j] int
+  static constexpr int kSums = kOutputs * kStride + 8 * (kOutputs / 32);  // [16 m + r][j] int, skewed
   static constexpr int kSb = 2 * kTileRows * kStride;          // [r][j] float2 (s, b)
   static constexpr int kDx = 2 * kRowsIn * kStride;            // [m][j] float2 (d, xs)
   static constexpr int kWords = kSums + kSb + kDx;             // one buffer
   static constexpr size_t kSmemBytes = 2 * sizeof(uint32_t) * kWords;
-  static constexpr int kFolds = (kTileRows * kRowsIn + kWarps * 32 - 1) / (kWarps * 32);  // outputs a thread
+  static constexpr int kFolds = (kOutputs + kWarps * 32 - 1) / (kWarps * 32);  // outputs a thread
+  static constexpr int kSbPer = (kTileRows * kPassGroups + kWarps * 32 - 1) / (kWarps * 32);  // staged a thread
+  static constexpr int kDxPer = (kRowsIn * kPassGroups + kWarps * 32 - 1) / (kWarps * 32);
   static constexpr int kBlocks = NI == 4 ? 2 : kBlocksPerSm;
 };
+
+// Output o's sum of pass group j in a buffer's sums.
+template <int NI>
+__device__ __forceinline__ int SumAt(int o, int j) {
+  return o * FewRows<NI>::kStride + j + 8 * (o >> 5);
+}
 
 template <int P, int NI>
 __global__ __launch_bounds__(kWarps * 32, FewRows<NI>::kBlocks) void RowsMmaKernel(OutSet set, QRows qr,
@@ -280,14 +309,9 @@ __global__ __launch_bounds__(kWarps * 32, FewRows<NI>::kBlocks) void RowsMmaKern
   const int64_t row_g = tile.r0 + (g < nrows ? g : 0), row_g8 = tile.r0 + (g + 8 < nrows ? g + 8 : 0);
   const uint8_t* codes_g = tile.codes + row_g * tile.row_bytes + 4 * P * t;
   const uint8_t* codes_g8 = tile.codes + row_g8 * tile.row_bytes + 4 * P * t;
-  const int sb_row = t == 0 ? g : g + 8;  // lanes t = 0 and 1 stage a row's s and b
-  const int64_t scale_row = tile.r0 + (t < 2 && sb_row < nrows ? sb_row : 0);
-  const uint16_t* scales = tile.scales + scale_row * groups;
-  const uint16_t* biases = tile.biases + scale_row * groups;
-
   GroupLoads<P> in[D];
   const auto load = [&](int slot, int gi) {  // slot: a compile-time index after unrolling
-    if (gi < groups) LoadGroup<P>(codes_g, codes_g8, scales, biases, gi, in[slot]);
+    if (gi < groups) LoadCodes<P>(codes_g, codes_g8, gi, in[slot]);
   };
 #pragma unroll
   for (int d = 0; d < D; ++d) load(d, warp + kWarps * d);
@@ -299,12 +323,40 @@ __global__ __launch_bounds__(kWarps * 32, FewRows<NI>::kBlocks) void RowsMmaKern
   float y[F::kFolds];
 #pragma unroll
   for (int f = 0; f < F::kFolds; ++f) y[f] = 0.0f;
+  // Where the lane's first sum goes (output 16 (2 t) + g, tile 0), and its
+  // outputs' sums and d, xs rows (the same offsets in either buffer).
+  const int st = SumAt<NI>(2 * t * kTileRows + g, 0);
+  int fold_sum[F::kFolds], fold_dx[F::kFolds];
+#pragma unroll
+  for (int f = 0; f < F::kFolds; ++f) {
+    const int o = min(static_cast<int>(threadIdx.x) + f * kWarps * 32, F::kOutputs - 1);
+    fold_sum[f] = SumAt<NI>(o, 0);
+    fold_dx[f] = min(o >> 4, rows_in - 1) * F::kStride;
+  }
   for (int p0 = 0, pass = 0; p0 < groups; p0 += F::kPassGroups, ++pass) {
     uint32_t* buf = smem + (pass & 1) * F::kWords;
     int* sums = reinterpret_cast<int*>(buf);
     float2* sb = reinterpret_cast<float2*>(buf + F::kSums);
     float2* dx = reinterpret_cast<float2*>(buf + F::kSums + F::kSb);
-    const int pe = min(groups, p0 + F::kPassGroups);
+    const int pe = min(groups, p0 + F::kPassGroups), pg = pe - p0;
+    // This pass's s, b and d, xs, element e = (row, j) of the block's,
+    // consecutive threads on consecutive groups of a row.
+    float2 sbv[F::kSbPer], dxv[F::kDxPer];
+#pragma unroll
+    for (int k = 0; k < F::kSbPer; ++k) {
+      const int e = static_cast<int>(threadIdx.x) + k * kWarps * 32, r = e / F::kPassGroups,
+                j = e % F::kPassGroups;
+      if (e < kTileRows * F::kPassGroups && j < pg) {
+        const int64_t at = (tile.r0 + (r < nrows ? r : 0)) * groups + p0 + j;
+        sbv[k] = make_float2(Bf16ToF32(__ldg(tile.scales + at)), Bf16ToF32(__ldg(tile.biases + at)));
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < F::kDxPer; ++k) {
+      const int e = static_cast<int>(threadIdx.x) + k * kWarps * 32, m = e / F::kPassGroups,
+                j = e % F::kPassGroups;
+      if (m < rows_in && j < pg) dxv[k] = make_float2(qr.d[m * qr.ldg + p0 + j], qr.xs[m * qr.ldg + p0 + j]);
+    }
     for (int i0 = 0; i0 < F::kPerWarp; i0 += D) {
 #pragma unroll
       for (int d = 0; d < D; ++d) {
@@ -317,38 +369,53 @@ __global__ __launch_bounds__(kWarps * 32, FewRows<NI>::kBlocks) void RowsMmaKern
           LoadInputWords<P>(q[i], gi, qw);
           int acc[4];
           GroupSums<P>(in[d], qw, acc);
-          const int m = 8 * i + 2 * t;
-          sums[(m * kTileRows + g) * F::kStride + j] = acc[0];
-          sums[((m + 1) * kTileRows + g) * F::kStride + j] = acc[1];
-          sums[(m * kTileRows + g + 8) * F::kStride + j] = acc[2];
-          sums[((m + 1) * kTileRows + g + 8) * F::kStride + j] = acc[3];
+          // Outputs 16 (8 i + 2 t) + g (+ 16, + 8, + 24): o / 32 = 4 i + t
+          // for all four, so their sums sit at st + j + these constants.
+          int* at = sums + st + j;
+          constexpr int S = F::kStride;
+          at[128 * i * S + 32 * i] = acc[0];
+          at[(128 * i + 16) * S + 32 * i] = acc[1];
+          at[(128 * i + 8) * S + 32 * i] = acc[2];
+          at[(128 * i + 24) * S + 32 * i] = acc[3];
         }
-        if (t < 2) sb[sb_row * F::kStride + j] = make_float2(in[d].s, in[d].b);
-        if (lane < rows_in)
-          dx[lane * F::kStride + j] = make_float2(qr.d[lane * qr.ldg + gi], qr.xs[lane * qr.ldg + gi]);
         load(d, gi + kWarps * D);  // the slot's next group flies during the rest
       }
     }
-    __syncthreads();  // the pass's sums are in; the buffer written next was folded before this barrier
 #pragma unroll
-    for (int f = 0; f < F::kFolds; ++f) {
-      const int o = static_cast<int>(threadIdx.x) + f * kWarps * 32, m = o >> 4, r = o & 15;
-      if (m >= rows_in || r >= nrows) continue;
-      const int* s_row = sums + o * F::kStride;
-      const float2* sb_r = sb + r * F::kStride;
-      const float2* dx_m = dx + m * F::kStride;
+    for (int k = 0; k < F::kSbPer; ++k) {
+      const int e = static_cast<int>(threadIdx.x) + k * kWarps * 32, r = e / F::kPassGroups,
+                j = e % F::kPassGroups;
+      if (e < kTileRows * F::kPassGroups && j < pg) sb[r * F::kStride + j] = sbv[k];
+    }
+#pragma unroll
+    for (int k = 0; k < F::kDxPer; ++k) {
+      const int e = static_cast<int>(threadIdx.x) + k * kWarps * 32, m = e / F::kPassGroups,
+                j = e % F::kPassGroups;
+      if (m < rows_in && j < pg) dx[m * F::kStride + j] = dxv[k];
+    }
+    __syncthreads();  // the pass's sums are in; the buffer written next was folded before this barrier
+    // Output o = threadIdx.x + 256 f: row r = o % 16 is the same for
+    // every f, so its s, b are read once per group. Only with one fold a
+    // thread are there threads without an output (8 input rows: 128).
+    static_assert(F::kFolds == 1 || F::kOutputs % (kWarps * 32) == 0, "every thread folds kFolds outputs");
+    if (static_cast<int>(threadIdx.x) < F::kOutputs) {
+      const float2* sb_r = sb + (threadIdx.x & 15) * F::kStride;
 #pragma unroll 4
-      for (int j = 0; j < pe - p0; ++j) {
-        const float2 v = sb_r[j], u = dx_m[j];
-        y[f] = __fmaf_rn(__int2float_rn(s_row[j]), __fmul_rn(v.x, u.x), y[f]);
-        y[f] = __fmaf_rn(v.y, u.y, y[f]);
+      for (int j = 0; j < pg; ++j) {
+        const float2 v = sb_r[j];
+#pragma unroll
+        for (int f = 0; f < F::kFolds; ++f) {
+          const float2 u = dx[fold_dx[f] + j];
+          y[f] = __fmaf_rn(__int2float_rn(sums[fold_sum[f] + j]), __fmul_rn(v.x, u.x), y[f]);
+          y[f] = __fmaf_rn(v.y, u.y, y[f]);
+        }
       }
     }
   }
 #pragma unroll
   for (int f = 0; f < F::kFolds; ++f) {
     const int o = static_cast<int>(threadIdx.x) + f * kWarps * 32, m = o >> 4, r = o & 15;
-    if (m < rows_in && r < nrows) tile.y[m * tile.ldy + tile.r0 + r] = y[f];
+    if (o < F::kOutputs && m < rows_in && r < nrows) tile.y[m * tile.ldy + tile.r0 + r] = y[f];
   }
 }
 
