@@ -73,23 +73,21 @@ __device__ __forceinline__ void LoadWords(const uint8_t* p, uint32_t (&w)[P]) {
 }
 
 // Group gi's codes of the lane's rows g and g + 8 (codes_g, codes_g8 at the
-// lane's words) and the scale and bias of the row whose terms it writes.
-template <int P>
-__device__ __forceinline__ void LoadGroup(const uint8_t* codes_g, const uint8_t* codes_g8, const uint16_t* scales,
-                                          const uint16_t* biases, int gi, GroupLoads<P>& into) {
-  LoadWords<P>(codes_g + static_cast<int64_t>(gi) * (16 * P), into.c0);
-  LoadWords<P>(codes_g8 + static_cast<int64_t>(gi) * (16 * P), into.c8);
-  into.s = Bf16ToF32(__ldg(scales + gi));
-  into.b = Bf16ToF32(__ldg(biases + gi));
-}
-
-// Group gi's codes only (the few-row kernel stages scales and biases per
-// pass instead).
+// lane's words). The few-row kernel stages scales and biases per pass.
 template <int P>
 __device__ __forceinline__ void LoadCodes(const uint8_t* codes_g, const uint8_t* codes_g8, int gi,
                                           GroupLoads<P>& into) {
   LoadWords<P>(codes_g + static_cast<int64_t>(gi) * (16 * P), into.c0);
   LoadWords<P>(codes_g8 + static_cast<int64_t>(gi) * (16 * P), into.c8);
+}
+
+// Its codes and the scale and bias of the row whose terms the lane writes.
+template <int P>
+__device__ __forceinline__ void LoadGroup(const uint8_t* codes_g, const uint8_t* codes_g8, const uint16_t* scales,
+                                          const uint16_t* biases, int gi, GroupLoads<P>& into) {
+  LoadCodes<P>(codes_g, codes_g8, gi, into);
+  into.s = Bf16ToF32(__ldg(scales + gi));
+  into.b = Bf16ToF32(__ldg(biases + gi));
 }
 
 // Lane t's quantized inputs for group gi of the row at q (q already at the
@@ -289,9 +287,21 @@ struct FewRows {
 
 // Output o's sum of pass group j in a buffer's sums.
 template <int NI>
-__device__ __forceinline__ int SumAt(int o, int j) {
+__host__ __device__ constexpr int SumAt(int o, int j) {
   return o * FewRows<NI>::kStride + j + 8 * (o >> 5);
 }
+
+// The thread's k-th staged element of a pass: row (weight row for s, b;
+// input row for d, xs) and pass group j.
+template <int NI>
+struct Staged {
+  int row, j;
+  __device__ explicit Staged(int k) {
+    const int e = static_cast<int>(threadIdx.x) + k * kWarps * 32;
+    row = e / FewRows<NI>::kPassGroups;
+    j = e % FewRows<NI>::kPassGroups;
+  }
+};
 
 template <int P, int NI>
 __global__ __launch_bounds__(kWarps * 32, FewRows<NI>::kBlocks) void RowsMmaKernel(OutSet set, QRows qr,
@@ -339,23 +349,22 @@ __global__ __launch_bounds__(kWarps * 32, FewRows<NI>::kBlocks) void RowsMmaKern
     float2* sb = reinterpret_cast<float2*>(buf + F::kSums);
     float2* dx = reinterpret_cast<float2*>(buf + F::kSums + F::kSb);
     const int pe = min(groups, p0 + F::kPassGroups), pg = pe - p0;
-    // This pass's s, b and d, xs, element e = (row, j) of the block's,
-    // consecutive threads on consecutive groups of a row.
+    // This pass's s, b and d, xs: the thread's k-th element is (row, j) of
+    // the pass (Staged), consecutive threads on consecutive groups of a row.
     float2 sbv[F::kSbPer], dxv[F::kDxPer];
 #pragma unroll
     for (int k = 0; k < F::kSbPer; ++k) {
-      const int e = static_cast<int>(threadIdx.x) + k * kWarps * 32, r = e / F::kPassGroups,
-                j = e % F::kPassGroups;
-      if (e < kTileRows * F::kPassGroups && j < pg) {
-        const int64_t at = (tile.r0 + (r < nrows ? r : 0)) * groups + p0 + j;
+      const Staged<NI> e(k);
+      if (e.row < kTileRows && e.j < pg) {
+        const int64_t at = (tile.r0 + (e.row < nrows ? e.row : 0)) * groups + p0 + e.j;
         sbv[k] = make_float2(Bf16ToF32(__ldg(tile.scales + at)), Bf16ToF32(__ldg(tile.biases + at)));
       }
     }
 #pragma unroll
     for (int k = 0; k < F::kDxPer; ++k) {
-      const int e = static_cast<int>(threadIdx.x) + k * kWarps * 32, m = e / F::kPassGroups,
-                j = e % F::kPassGroups;
-      if (m < rows_in && j < pg) dxv[k] = make_float2(qr.d[m * qr.ldg + p0 + j], qr.xs[m * qr.ldg + p0 + j]);
+      const Staged<NI> e(k);
+      if (e.row < rows_in && e.j < pg)
+        dxv[k] = make_float2(qr.d[e.row * qr.ldg + p0 + e.j], qr.xs[e.row * qr.ldg + p0 + e.j]);
     }
     for (int i0 = 0; i0 < F::kPerWarp; i0 += D) {
 #pragma unroll
@@ -369,29 +378,26 @@ __global__ __launch_bounds__(kWarps * 32, FewRows<NI>::kBlocks) void RowsMmaKern
           LoadInputWords<P>(q[i], gi, qw);
           int acc[4];
           GroupSums<P>(in[d], qw, acc);
-          // Outputs 16 (8 i + 2 t) + g (+ 16, + 8, + 24): o / 32 = 4 i + t
-          // for all four, so their sums sit at st + j + these constants.
+          // Outputs 32 t + g + 128 i + c (c = 0, 16, 8, 24): with g + c
+          // below 32, SumAt is st's plus SumAt's of 128 i + c.
           int* at = sums + st + j;
-          constexpr int S = F::kStride;
-          at[128 * i * S + 32 * i] = acc[0];
-          at[(128 * i + 16) * S + 32 * i] = acc[1];
-          at[(128 * i + 8) * S + 32 * i] = acc[2];
-          at[(128 * i + 24) * S + 32 * i] = acc[3];
+          at[SumAt<NI>(128 * i, 0)] = acc[0];
+          at[SumAt<NI>(128 * i + 16, 0)] = acc[1];
+          at[SumAt<NI>(128 * i + 8, 0)] = acc[2];
+          at[SumAt<NI>(128 * i + 24, 0)] = acc[3];
         }
         load(d, gi + kWarps * D);  // the slot's next group flies during the rest
       }
     }
 #pragma unroll
     for (int k = 0; k < F::kSbPer; ++k) {
-      const int e = static_cast<int>(threadIdx.x) + k * kWarps * 32, r = e / F::kPassGroups,
-                j = e % F::kPassGroups;
-      if (e < kTileRows * F::kPassGroups && j < pg) sb[r * F::kStride + j] = sbv[k];
+      const Staged<NI> e(k);
+      if (e.row < kTileRows && e.j < pg) sb[e.row * F::kStride + e.j] = sbv[k];
     }
 #pragma unroll
     for (int k = 0; k < F::kDxPer; ++k) {
-      const int e = static_cast<int>(threadIdx.x) + k * kWarps * 32, m = e / F::kPassGroups,
-                j = e % F::kPassGroups;
-      if (m < rows_in && j < pg) dx[m * F::kStride + j] = dxv[k];
+      const Staged<NI> e(k);
+      if (e.row < rows_in && e.j < pg) dx[e.row * F::kStride + e.j] = dxv[k];
     }
     __syncthreads();  // the pass's sums are in; the buffer written next was folded before this barrier
     // Output o = threadIdx.x + 256 f: row r = o % 16 is the same for

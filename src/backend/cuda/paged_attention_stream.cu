@@ -332,13 +332,9 @@ __global__ __launch_bounds__(kThreads, kMinBlocks) void StreamSplitKernel(AttnPa
   // 1. scores (keys past nk were never copied: their score is -inf, as the
   // split kernel's)
   if constexpr (kTurbo) {
-    switch (runs ? m.key_bits : 0) {
-      case 2: TurboScores<D32, GP, 2>(m, k_region, k_part, j0, nk, e0, q, a.scale, lane, sc); break;
-      case 4: TurboScores<D32, GP, 4>(m, k_region, k_part, j0, nk, e0, q, a.scale, lane, sc); break;
-      case 5: TurboScores<D32, GP, 5>(m, k_region, k_part, j0, nk, e0, q, a.scale, lane, sc); break;
-      case 8: TurboScores<D32, GP, 8>(m, k_region, k_part, j0, nk, e0, q, a.scale, lane, sc); break;
-      default: TurboScores<D32, GP, 0>(m, k_region, k_part, j0, nk, e0, q, a.scale, lane, sc); break;
-    }
+    WithKeyRunWidth(runs ? m.key_bits : 0, [&]<int B>() {
+      TurboScores<D32, GP, B>(m, k_region, k_part, j0, nk, e0, q, a.scale, lane, sc);
+    });
   } else {
 #pragma unroll
     for (int jj = 0; jj < kKeysPerWarp; ++jj) {
@@ -365,15 +361,9 @@ __global__ __launch_bounds__(kThreads, kMinBlocks) void StreamSplitKernel(AttnPa
 #pragma unroll
     for (int i = 0; i < D32; ++i) acc[g][i] = 0.0f;
   if constexpr (kTurbo) {
-    const uint8_t* vr = v_region;
-    switch (runs ? m.value_bits : 0) {
-      case 2: TurboValues<D32, GP, 2>(m, vr, v_part, j0, nk, e0, st.centroids, codebook, sc, acc); break;
-      case 3: TurboValues<D32, GP, 3>(m, vr, v_part, j0, nk, e0, st.centroids, codebook, sc, acc); break;
-      case 4: TurboValues<D32, GP, 4>(m, vr, v_part, j0, nk, e0, st.centroids, codebook, sc, acc); break;
-      case 5: TurboValues<D32, GP, 5>(m, vr, v_part, j0, nk, e0, st.centroids, codebook, sc, acc); break;
-      case 8: TurboValues<D32, GP, 8>(m, vr, v_part, j0, nk, e0, st.centroids, codebook, sc, acc); break;
-      default: TurboValues<D32, GP, 0>(m, vr, v_part, j0, nk, e0, st.centroids, codebook, sc, acc); break;
-    }
+    WithValueRunWidth(runs ? m.value_bits : 0, [&]<int B>() {
+      TurboValues<D32, GP, B>(m, v_region, v_part, j0, nk, e0, st.centroids, codebook, sc, acc);
+    });
   } else if constexpr (kVShared) {
 #pragma unroll
     for (int jj = 0; jj < kKeysPerWarp; ++jj) {

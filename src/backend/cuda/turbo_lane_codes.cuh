@@ -104,30 +104,51 @@ __device__ __forceinline__ void TurboValueRun(const DevKvFormat& f, const uint8_
   for (int i = 0; i < D32; ++i) out[i] = centroids[c.At(i)] * r;
 }
 
-// The runs for a store's bit widths (turbo keys 2, 4, 5 or 8 bits, values
-// 2, 3, 4, 5 or 8: KvCodecSpec); false for any other width, which the
-// caller then decodes element by element.
+// The bit widths that have runs (turbo keys 2, 4, 5 or 8 bits, values 2, 3,
+// 4, 5 or 8: KvCodecSpec): f.template operator()<B>() for the store's
+// width B, or <0>() for any other width, which the caller decodes element
+// by element. One switch per width list, for the per-key helpers below and
+// the streaming kernel's key loops alike.
+template <typename F>
+__device__ __forceinline__ void WithKeyRunWidth(int bits, F&& f) {
+  switch (bits) {
+    case 2: return f.template operator()<2>();
+    case 4: return f.template operator()<4>();
+    case 5: return f.template operator()<5>();
+    case 8: return f.template operator()<8>();
+    default: return f.template operator()<0>();
+  }
+}
+template <typename F>
+__device__ __forceinline__ void WithValueRunWidth(int bits, F&& f) {
+  switch (bits) {
+    case 2: return f.template operator()<2>();
+    case 3: return f.template operator()<3>();
+    case 4: return f.template operator()<4>();
+    case 5: return f.template operator()<5>();
+    case 8: return f.template operator()<8>();
+    default: return f.template operator()<0>();
+  }
+}
+
+// One key's or value's run at the store's width; false for a width without
+// runs.
 template <int D32>
 __device__ __forceinline__ bool TurboKeyRunAny(const DevKvFormat& f, const uint8_t* part, int e0, float (&out)[D32]) {
-  switch (f.key_bits) {
-    case 2: return TurboKeyRun<D32, 2>(f, part, e0, out), true;
-    case 4: return TurboKeyRun<D32, 4>(f, part, e0, out), true;
-    case 5: return TurboKeyRun<D32, 5>(f, part, e0, out), true;
-    case 8: return TurboKeyRun<D32, 8>(f, part, e0, out), true;
-    default: return false;
-  }
+  bool ran = false;
+  WithKeyRunWidth(f.key_bits, [&]<int B>() {
+    if constexpr (B != 0) TurboKeyRun<D32, B>(f, part, e0, out), ran = true;
+  });
+  return ran;
 }
 template <int D32>
 __device__ __forceinline__ bool TurboValueRunAny(const DevKvFormat& f, const uint8_t* part, int e0,
                                                  const float* centroids, float (&out)[D32]) {
-  switch (f.value_bits) {
-    case 2: return TurboValueRun<D32, 2>(f, part, e0, centroids, out), true;
-    case 3: return TurboValueRun<D32, 3>(f, part, e0, centroids, out), true;
-    case 4: return TurboValueRun<D32, 4>(f, part, e0, centroids, out), true;
-    case 5: return TurboValueRun<D32, 5>(f, part, e0, centroids, out), true;
-    case 8: return TurboValueRun<D32, 8>(f, part, e0, centroids, out), true;
-    default: return false;
-  }
+  bool ran = false;
+  WithValueRunWidth(f.value_bits, [&]<int B>() {
+    if constexpr (B != 0) TurboValueRun<D32, B>(f, part, e0, centroids, out), ran = true;
+  });
+  return ran;
 }
 
 }  // namespace g4::cuda
