@@ -105,6 +105,10 @@ run_tests() {
   # far: kRowMmaByDefault), then the model tests with it.
   rerun "test_backend G4_CUDA_ROW_MMA=1" test_backend_rowmma.log G4_CUDA_ROW_MMA=1 -- \
     "$bin/test_backend" --gtest_filter="$matmul"
+  # The few-row kernel on every product of up to 32 rows, in its
+  # one-buffer instance (taken by default only where it needs fewer waves).
+  rerun "test_backend ROWS_MMA=32 ROWS_OCC3=1" test_backend_occ3.log G4_CUDA_ROWS_MMA=32 G4_CUDA_ROWS_OCC3=1 -- \
+    "$bin/test_backend" --gtest_filter="$matmul"
   [ -x "$bin/test_model" ] &&
     rerun "test_model G4_CUDA_ROW_MMA=1" test_model_mma.log G4_CUDA_ROW_MMA=1 G4_TEST_BACKEND=cuda -- "$bin/test_model"
   for t in test_model test_engine; do

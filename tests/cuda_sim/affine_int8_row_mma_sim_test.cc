@@ -111,6 +111,11 @@ TEST(AffineInt8RowMmaSim, FewRowsGiveTheIntegerSchemesBits) {
   ExpectFewRowKernelGivesTheScheme(16, 32, 33, {16, 7}, 17);
   ExpectFewRowKernelGivesTheScheme(32, 64, 37, {40}, 18);
   ExpectFewRowKernelGivesTheScheme(19, 128, 17, {21}, 19);
+  // More blocks than two an SM take and no more than three (the emulator
+  // reports 132 SMs): the one-buffer instance, whose second barrier keeps
+  // a pass's stores behind the previous pass's fold.
+  ExpectFewRowKernelGivesTheScheme(32, 64, 20, {4800}, 20);
+  ExpectFewRowKernelGivesTheScheme(23, 32, 17, {4000, 790}, 21);
 }
 
 TEST(AffineInt8RowMmaSim, DeviceTablesGiveTheIntegerSchemesBits) {

@@ -36,7 +36,9 @@
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/affine_int8_core.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_info.h"
 #include "backend/cuda/dynamic_shared.cuh"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl.cuh"
 
@@ -267,7 +269,10 @@ void LaunchFor(int group, unsigned blocks, const OutSet& set, const RowProduct* 
 // row and group from global memory, the stores had 4-way bank conflicts
 // and L1 was 89 % busy: 71 -> 53 us there (docs/benchmarks.md,
 // 2026-12-06 evening).
-template <int NI>
+// B3 (four column tiles only): one buffer, so that three blocks (24 warps,
+// 80 registers) fit an SM instead of two; a second barrier per pass then
+// keeps the next pass's stores behind the fold.
+template <int NI, bool B3 = false>
 struct FewRows {
   static constexpr int kRowsIn = 8 * NI;                    // input rows at most
   static constexpr int kOutputs = kTileRows * kRowsIn;
@@ -278,11 +283,13 @@ struct FewRows {
   static constexpr int kSb = 2 * kTileRows * kStride;          // [r][j] float2 (s, b)
   static constexpr int kDx = 2 * kRowsIn * kStride;            // [m][j] float2 (d, xs)
   static constexpr int kWords = kSums + kSb + kDx;             // one buffer
-  static constexpr size_t kSmemBytes = 2 * sizeof(uint32_t) * kWords;
+  static constexpr int kBuffers = B3 ? 1 : 2;
+  static constexpr size_t kSmemBytes = kBuffers * sizeof(uint32_t) * kWords;
   static constexpr int kFolds = (kOutputs + kWarps * 32 - 1) / (kWarps * 32);  // outputs a thread
   static constexpr int kSbPer = (kTileRows * kPassGroups + kWarps * 32 - 1) / (kWarps * 32);  // staged a thread
   static constexpr int kDxPer = (kRowsIn * kPassGroups + kWarps * 32 - 1) / (kWarps * 32);
-  static constexpr int kBlocks = NI == 4 ? 2 : kBlocksPerSm;
+  static constexpr int kBlocks = NI == 4 ? (B3 ? 3 : 2) : kBlocksPerSm;
+  static_assert(!B3 || NI == 4, "B3 is for four column tiles");
 };
 
 // Output o's sum of pass group j in a buffer's sums.
@@ -303,10 +310,10 @@ struct Staged {
   }
 };
 
-template <int P, int NI>
-__global__ __launch_bounds__(kWarps * 32, FewRows<NI>::kBlocks) void RowsMmaKernel(OutSet set, QRows qr,
-                                                                                   int groups, int rows_in) {
-  using F = FewRows<NI>;
+template <int P, int NI, bool B3>
+__global__ __launch_bounds__(kWarps * 32, FewRows<NI, B3>::kBlocks) void RowsMmaKernel(OutSet set, QRows qr,
+                                                                                       int groups, int rows_in) {
+  using F = FewRows<NI, B3>;
   // Groups in flight per warp (about 2 KB of codes, fewer with four column
   // tiles' registers), dividing kPerWarp: group k of the warp's sequence
   // sits in slot k % D.
@@ -344,7 +351,7 @@ __global__ __launch_bounds__(kWarps * 32, FewRows<NI>::kBlocks) void RowsMmaKern
     fold_dx[f] = min(o >> 4, rows_in - 1) * F::kStride;
   }
   for (int p0 = 0, pass = 0; p0 < groups; p0 += F::kPassGroups, ++pass) {
-    uint32_t* buf = smem + (pass & 1) * F::kWords;
+    uint32_t* buf = smem + (F::kBuffers == 2 ? (pass & 1) : 0) * F::kWords;
     int* sums = reinterpret_cast<int*>(buf);
     float2* sb = reinterpret_cast<float2*>(buf + F::kSums);
     float2* dx = reinterpret_cast<float2*>(buf + F::kSums + F::kSb);
@@ -417,6 +424,7 @@ __global__ __launch_bounds__(kWarps * 32, FewRows<NI>::kBlocks) void RowsMmaKern
         }
       }
     }
+    if constexpr (F::kBuffers == 1) __syncthreads();  // the fold has read the buffer the next pass writes
   }
 #pragma unroll
   for (int f = 0; f < F::kFolds; ++f) {
@@ -425,16 +433,33 @@ __global__ __launch_bounds__(kWarps * 32, FewRows<NI>::kBlocks) void RowsMmaKern
   }
 }
 
-template <int P, int NI>
+template <int P, int NI, bool B3 = false>
 void LaunchRows(unsigned blocks, const OutSet& set, const QRows& qr, int groups, int rows_in, cudaStream_t stream) {
+  using F = FewRows<NI, B3>;
   static const bool configured = [] {
-    G4_CUDA_CHECK(cudaFuncSetAttribute(RowsMmaKernel<P, NI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(FewRows<NI>::kSmemBytes)));
+    G4_CUDA_CHECK(cudaFuncSetAttribute(RowsMmaKernel<P, NI, B3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(F::kSmemBytes)));
     return true;
   }();
   (void)configured;
-  LaunchDependent(RowsMmaKernel<P, NI>, dim3(blocks), dim3(kWarps * 32), FewRows<NI>::kSmemBytes, stream, set, qr,
+  LaunchDependent(RowsMmaKernel<P, NI, B3>, dim3(blocks), dim3(kWarps * 32), F::kSmemBytes, stream, set, qr,
                   groups, rows_in);
+}
+
+// Whether a launch of `blocks` at 17-32 input rows takes the one-buffer
+// instance (three blocks an SM): where that needs fewer waves than two
+// blocks an SM. 31b's down (336 blocks against 264 two-an-SM slots on an
+// H100) went 139 -> 97 us and its batch-32 decode 727 -> 881 tok/s; where
+// both take as many waves the second barrier costs (12b's q/k/v, 512
+// blocks: 29.7 against 35.1 us; docs/benchmarks.md, 2026-12-06 night).
+// G4_CUDA_ROWS_OCC3=0 never, =1 always (measuring).
+bool RowsThreeBlocks(unsigned blocks) {
+  static const bool always = EnvSwitch("G4_CUDA_ROWS_OCC3", false);
+  static const bool allowed = EnvSwitchOn("G4_CUDA_ROWS_OCC3");
+  if (always || !allowed) return always;
+  const int64_t sms = SmCount();
+  const auto waves = [&](int per_sm) { return (blocks + per_sm * sms - 1) / (per_sm * sms); };
+  return waves(FewRows<4, true>::kBlocks) < waves(FewRows<4>::kBlocks);
 }
 
 template <int P>
@@ -442,6 +467,7 @@ void LaunchRowsFor(unsigned blocks, const OutSet& set, const QRows& qr, int grou
                    cudaStream_t stream) {
   if (rows_in <= 8) return LaunchRows<P, 1>(blocks, set, qr, groups, rows_in, stream);
   if (rows_in <= 16) return LaunchRows<P, 2>(blocks, set, qr, groups, rows_in, stream);
+  if (RowsThreeBlocks(blocks)) return LaunchRows<P, 4, true>(blocks, set, qr, groups, rows_in, stream);
   LaunchRows<P, 4>(blocks, set, qr, groups, rows_in, stream);
 }
 
