@@ -34,6 +34,7 @@ struct BenchOptions {
   int prompt = 512;
   int gen = 64;
   int batch = 1;
+  int warmup = 2;  // untimed decode steps before the timed ones
   int copy_mib = 1024;
   EngineFlags engine;
 };
@@ -153,13 +154,34 @@ StatusOr<BenchResult> RunBenchImpl(const BenchOptions& o) {
   G4_RETURN_IF_ERROR(sched.RunUntilIdle());
   r.prefill_s = Seconds(t0);
 
-  // Decode: every sequence continues from its prompt, greedy, `gen` tokens,
-  // all rows in every step.
+  // Warm-up: `warmup` untimed decode steps of the same shape, so that the
+  // timed ones are steady state. A device backend runs a step's first key
+  // op by op and records it (a CUDA graph) on the second, which costs
+  // milliseconds; llama-bench likewise decodes before it times.
+  std::vector<KeepSink> warm(o.batch);
+  if (o.warmup > 0) {
+    for (int b = 0; b < o.batch; ++b) {
+      G4_RETURN_IF_ERROR(prefill[b].status_);
+      SequenceRequest req;
+      req.seq = std::move(prefill[b].seq_);
+      req.prompt = {pick(rng)};
+      req.max_new_tokens = o.warmup;
+      req.sampling.temperature = 0;
+      req.sink = &warm[b];
+      G4_ASSIGN_OR_RETURN(RequestId id, sched.Submit(std::move(req)));
+      (void)id;
+    }
+    G4_RETURN_IF_ERROR(sched.RunUntilIdle());
+  }
+
+  // Decode: every sequence continues from its prompt (and warm-up), greedy,
+  // `gen` tokens, all rows in every step.
   std::vector<KeepSink> decode(o.batch);
   for (int b = 0; b < o.batch; ++b) {
-    G4_RETURN_IF_ERROR(prefill[b].status_);
+    KeepSink& from = o.warmup > 0 ? warm[b] : prefill[b];
+    G4_RETURN_IF_ERROR(from.status_);
     SequenceRequest req;
-    req.seq = std::move(prefill[b].seq_);
+    req.seq = std::move(from.seq_);
     req.prompt = {pick(rng)};
     req.max_new_tokens = o.gen;  // gen steps: the first runs the prompt token, the last sample is not run
     req.sampling.temperature = 0;
@@ -173,10 +195,11 @@ StatusOr<BenchResult> RunBenchImpl(const BenchOptions& o) {
   for (const KeepSink& k : decode) G4_RETURN_IF_ERROR(k.status_);
 
   r.weight_bytes_per_token = model->weights().DecodeBytesPerToken(c);
-  r.kv_bytes_per_token = KvBytesPerToken(c, engine->pool().scheme(), o.prompt + o.gen / 2);
+  r.kv_bytes_per_token = KvBytesPerToken(c, engine->pool().scheme(), o.prompt + o.warmup + o.gen / 2);
   r.checkpoint_bytes = model->weights().checkpoint().total_file_bytes();
   r.peak_rss = PeakRssBytes();  // before the copy test's buffers
   prefill.clear();  // the sequences go back to the pool before it goes
+  warm.clear();
   decode.clear();
   engine.reset();
   model.reset();
@@ -204,6 +227,7 @@ void Print(const BenchOptions& o, const BenchResult& r) {
     j["batch"] = o.batch;
     j["prompt_tokens"] = o.prompt;
     j["gen_tokens"] = o.gen;
+    j["warmup_steps"] = o.warmup;
     j["load_s"] = r.load_s;
     j["prefill_tok_s"] = prefill_tps;
     j["decode_tok_s"] = decode_tps;
@@ -230,7 +254,7 @@ void Print(const BenchOptions& o, const BenchResult& r) {
   std::printf("decode           %d x %d tokens in %.2f s: %.2f tok/s aggregate, %.2f tok/s per row (%.1f ms/step)\n",
               o.batch, o.gen, r.decode_s, decode_tps, row_tps, r.decode_s * 1e3 / o.gen);
   std::printf("bytes/token      weights %.1f MB + KV %.1f MB (at context %d)\n", r.weight_bytes_per_token / 1e6,
-              r.kv_bytes_per_token / 1e6, o.prompt + o.gen / 2);
+              r.kv_bytes_per_token / 1e6, o.prompt + o.warmup + o.gen / 2);
   std::printf("decode traffic   %.2f GB/s", decode_gbps);
   if (r.copy_gb_s > 0)
     std::printf("; memcpy %.2f GB/s; efficiency %.0f%%", r.copy_gb_s, 100.0 * decode_gbps / r.copy_gb_s);
@@ -249,6 +273,9 @@ int RunBench(int argc, char** argv) {
   app.add_option("--prompt", o.prompt, "prompt tokens (pseudo-random ids)")->check(CLI::Range(1, 1 << 24))->capture_default_str();
   app.add_option("--gen", o.gen, "greedy decode steps")->check(CLI::Range(1, 1 << 24))->capture_default_str();
   app.add_option("--batch", o.batch, "sequences decoding together")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_option("--warmup", o.warmup, "untimed decode steps before the timed ones (0: time the first steps too)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   AddEngineFlags(app, o.engine, "plain:bf16");
   app.add_option("--memcpy-mib", o.copy_mib,
                  "size of the memcpy bandwidth test, on the device for --backend cuda (0 skips it)")

@@ -102,6 +102,19 @@ TEST(BenchCli, BatchReportsAggregateAndPerRowDecode) {
   EXPECT_GT(j["decode_tok_s"].get<double>(), 0);
   EXPECT_NEAR(j["decode_tok_s"].get<double>(), 3 * j["decode_tok_s_per_row"].get<double>(),
               1e-6 * j["decode_tok_s"].get<double>());
+  EXPECT_EQ(j["warmup_steps"], 2);  // the default: two untimed steps first
+}
+
+TEST(BenchCli, WarmupStepsAreOptional) {
+  for (int w : {0, 3}) {
+    auto r = RunG4("bench --model " + DemoModelDir() + " --prompt 8 --gen 4 --batch 2 --json --memcpy-mib 0 --warmup " +
+                   std::to_string(w));
+    ASSERT_EQ(r.exit_code, 0) << r.all;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["warmup_steps"], w);
+    EXPECT_EQ(j["gen_tokens"], 4);
+    EXPECT_GT(j["decode_tok_s"].get<double>(), 0);
+  }
 }
 
 }  // namespace

@@ -142,7 +142,7 @@ TEST(CliGrammar, HelpShowsDefaultsForEveryCommand) {
       {"generate", {"--max-tokens,--n-predict INT", "in [0 - 2147483647]=512", "--kv TEXT=plain:bf16", "--seed INT", "=-1",
                     "--chunk", "=512", "model's"}},
       {"chat", {"=512", "--kv TEXT=plain:bf16", "--history-file"}},
-      {"bench", {"--prompt INT", "=512", "--gen INT", "=64"}},
+      {"bench", {"--prompt INT", "=512", "--gen INT", "=64", "--warmup INT", "=2"}},
       {"perplexity", {"--ctx-size", "=512", "--kv TEXT=plain"}},
       {"kv-eval", {"--tokens INT", "=64", "=32768"}},
       {"quantize", {"--bits INT", "=4", "--group-size INT", "=64", "--force"}},
