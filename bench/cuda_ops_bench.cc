@@ -104,7 +104,8 @@ void BM_AffineMatMul(benchmark::State& state) {
 }
 
 // E4B (hidden 2560, MLP 10240), 12B (hidden 3840, MLP 15360; q/k/v 8192 rows, o
-// 3840 x 4096), 31B's down (5376 x 21504), the head.
+// 3840 x 4096), 31B (hidden 5376: down 5376 x 21504, gate and up 43008 x
+// 5376, sliding q/k/v 16384 x 5376, o 5376 x 8192), the head.
 BENCHMARK(BM_AffineMatMul)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
@@ -125,6 +126,9 @@ BENCHMARK(BM_AffineMatMul)
     ->Args({32, 3840, 15360})
     ->Args({32, 15360, 3840})
     ->Args({32, 5376, 21504})
+    ->Args({32, 43008, 5376})
+    ->Args({32, 16384, 5376})
+    ->Args({32, 5376, 8192})
     ->Args({64, 10240, 2560})
     ->Args({512, 10240, 2560})
     ->Args({4096, 10240, 2560})
