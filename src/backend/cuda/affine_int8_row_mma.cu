@@ -449,7 +449,7 @@ void LaunchRows(unsigned blocks, const OutSet& set, const QRows& qr, int groups,
 // Whether a launch of `blocks` at 17-32 input rows takes the one-buffer
 // instance (three blocks an SM): where that needs fewer waves than two
 // blocks an SM. 31b's down (336 blocks against 264 two-an-SM slots on an
-// H100) went 139 -> 97 us and its batch-32 decode 727 -> 881 tok/s; where
+// H100) went 139 -> 97 us and its batch-32 decode 826 -> 889 tok/s; where
 // both take as many waves the second barrier costs (12b's q/k/v, 512
 // blocks: 29.7 against 35.1 us; docs/benchmarks.md, 2026-12-06 night).
 // G4_CUDA_ROWS_OCC3=0 never, =1 always (measuring).
