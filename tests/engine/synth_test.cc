@@ -373,11 +373,13 @@ TEST_F(SynthTinyTest, BenchReportsEveryMetric) {
   EXPECT_EQ(j["prompt_tokens"], 16);
   EXPECT_EQ(j["gen_tokens"], 4);
   EXPECT_EQ(j["checkpoint_bytes"].get<double>(), std::filesystem::file_size(dir + "/model.safetensors"));
-  // Tiny at context 18 (< window 64): sliding layers 0, 1, 3 and shared 4
-  // (reading donor 3) read 2 heads x 64; full layer 2 and shared 5 (reading
-  // donor 2) read 2 heads x 128. K and V, bf16 (bench's default KV).
+  // Tiny at context 20 (16 prompt + 2 warm-up + 4 / 2 timed steps; < window
+  // 64): sliding layers 0, 1, 3 and shared 4 (reading donor 3) read 2 heads
+  // x 64; full layer 2 and shared 5 (reading donor 2) read 2 heads x 128. K
+  // and V, bf16 (bench's default KV).
   EXPECT_EQ(j["kv"], "plain:bf16");
-  const double sliding = 18.0 * 2 * 2 * 64 * 2, full = 18.0 * 2 * 2 * 128 * 2;
+  EXPECT_EQ(j["warmup_steps"], 2);
+  const double sliding = 20.0 * 2 * 2 * 64 * 2, full = 20.0 * 2 * 2 * 128 * 2;
   EXPECT_EQ(j["kv_bytes_per_token"].get<double>(), 4 * sliding + 2 * full);
   // A decode step reads at least the tied head (the whole quantized embedding).
   EXPECT_GT(j["weight_bytes_per_token"].get<double>(), kVocab * 256 * 0.5);
