@@ -258,22 +258,27 @@ for line in open(sys.argv[1]):
     s, e, g, grid, name = line.rstrip("\n").split("\t", 4)
     short = re.sub(r"\(anonymous namespace\)::", "", name)
     short = re.split(r"[<(]", short)[0].split("::")[-1].split()[-1]
-    rows.append((int(s), int(e), short))
+    rows.append((int(s), int(e), short, grid))
 ends = [i for i, r in enumerate(rows) if r[2] == "GreedyKernel"]
 if len(ends) < 2: sys.exit(print("trace: fewer than two sampling kernels"))
 step = rows[ends[-2] + 1: ends[-1] + 1]
 prev_end = rows[ends[-2]][1]
 span = step[-1][1] - prev_end
 by = collections.OrderedDict()
-for s, e, n in step:
+launch = collections.OrderedDict()  # (kernel, grid): which product or layer kind a launch is
+for s, e, n, grid in step:
     ex = max(0, e - max(s, prev_end)); idle = max(0, s - prev_end); prev_end = max(prev_end, e)
     c, x, b, i = by.get(n, (0, 0, 0, 0)); by[n] = (c + 1, x + ex, b + e - s, i + idle)
+    c, x = launch.get((n, grid), (0, 0)); launch[(n, grid)] = (c + 1, x + ex)
 tot = sum(v[1] for v in by.values()); idle = sum(v[3] for v in by.values())
 print(f"trace: last decode step {len(step)} kernels, {span/1e3:.1f} us from the previous sampling kernel's end "
       f"(exclusive {tot/1e3:.1f} us, idle {idle/1e3:.1f} us)")
 for n, (c, x, b, i) in sorted(by.items(), key=lambda kv: -kv[1][1]):
     print(f"  {n:30} {c:4d} x {x/c/1e3:6.2f} us excl = {x/1e3:7.1f} us ({100*x/span:4.1f} %), "
           f"busy {b/c/1e3:6.2f}, idle before {i/c/1e3:5.2f} us")
+print("by kernel and grid (the 12 largest):")
+for (n, grid), (c, x) in sorted(launch.items(), key=lambda kv: -kv[1][1])[:12]:
+    print(f"  {n:30} {grid:14} {c:4d} x {x/c/1e3:7.2f} us excl = {x/1e3:7.1f} us ({100*x/span:4.1f} %)")
 PY
   xz -T4 -c "$tsv" >"$out/$(basename "$tsv").xz"
   [ -n "${G4_BENCH_KEEP:-}" ] || rm -rf "$dir"
