@@ -44,6 +44,7 @@ struct BenchResult {
   double load_s = 0, prefill_s = 0, decode_s = 0;
   size_t weight_bytes_per_token = 0, kv_bytes_per_token = 0, checkpoint_bytes = 0, peak_rss = 0;
   double copy_gb_s = 0;  // 0 when not measured
+  int warmup = 0;         // warm-up steps run
 };
 
 // K and V bytes one decode step reads at `context` cached tokens: every
@@ -158,14 +159,19 @@ StatusOr<BenchResult> RunBenchImpl(const BenchOptions& o) {
   // timed ones are steady state. A device backend runs a step's first key
   // op by op and records it (a CUDA graph) on the second, which costs
   // milliseconds; llama-bench likewise decodes before it times.
+  // Where the context cannot hold them beside the prompt and the timed
+  // steps, fewer (the output says how many ran).
+  const int64_t ctx = c.max_position_embeddings;
+  r.warmup = ctx > 0 ? static_cast<int>(std::clamp<int64_t>(ctx - (int64_t{o.prompt} + 1 + o.gen), 0, o.warmup))
+                     : o.warmup;
   std::vector<KeepSink> warm(o.batch);
-  if (o.warmup > 0) {
+  if (r.warmup > 0) {
     for (int b = 0; b < o.batch; ++b) {
       G4_RETURN_IF_ERROR(prefill[b].status_);
       SequenceRequest req;
       req.seq = std::move(prefill[b].seq_);
       req.prompt = {pick(rng)};
-      req.max_new_tokens = o.warmup;
+      req.max_new_tokens = r.warmup;
       req.sampling.temperature = 0;
       req.sink = &warm[b];
       G4_ASSIGN_OR_RETURN(RequestId id, sched.Submit(std::move(req)));
@@ -178,7 +184,7 @@ StatusOr<BenchResult> RunBenchImpl(const BenchOptions& o) {
   // `gen` tokens, all rows in every step.
   std::vector<KeepSink> decode(o.batch);
   for (int b = 0; b < o.batch; ++b) {
-    KeepSink& from = o.warmup > 0 ? warm[b] : prefill[b];
+    KeepSink& from = r.warmup > 0 ? warm[b] : prefill[b];
     G4_RETURN_IF_ERROR(from.status_);
     SequenceRequest req;
     req.seq = std::move(from.seq_);
@@ -195,7 +201,7 @@ StatusOr<BenchResult> RunBenchImpl(const BenchOptions& o) {
   for (const KeepSink& k : decode) G4_RETURN_IF_ERROR(k.status_);
 
   r.weight_bytes_per_token = model->weights().DecodeBytesPerToken(c);
-  r.kv_bytes_per_token = KvBytesPerToken(c, engine->pool().scheme(), o.prompt + o.warmup + o.gen / 2);
+  r.kv_bytes_per_token = KvBytesPerToken(c, engine->pool().scheme(), o.prompt + r.warmup + o.gen / 2);
   r.checkpoint_bytes = model->weights().checkpoint().total_file_bytes();
   r.peak_rss = PeakRssBytes();  // before the copy test's buffers
   prefill.clear();  // the sequences go back to the pool before it goes
@@ -227,7 +233,7 @@ void Print(const BenchOptions& o, const BenchResult& r) {
     j["batch"] = o.batch;
     j["prompt_tokens"] = o.prompt;
     j["gen_tokens"] = o.gen;
-    j["warmup_steps"] = o.warmup;
+    j["warmup_steps"] = r.warmup;
     j["load_s"] = r.load_s;
     j["prefill_tok_s"] = prefill_tps;
     j["decode_tok_s"] = decode_tps;
@@ -251,10 +257,12 @@ void Print(const BenchOptions& o, const BenchResult& r) {
   std::printf("load             %.2f s\n", r.load_s);
   std::printf("prefill          %d x %d tokens in %.2f s: %.1f tok/s\n", o.batch, o.prompt, r.prefill_s,
               prefill_tps);
-  std::printf("decode           %d x %d tokens in %.2f s: %.2f tok/s aggregate, %.2f tok/s per row (%.1f ms/step)\n",
-              o.batch, o.gen, r.decode_s, decode_tps, row_tps, r.decode_s * 1e3 / o.gen);
+  std::printf(
+      "decode           %d x %d tokens in %.2f s: %.2f tok/s aggregate, %.2f tok/s per row (%.1f ms/step; after %d "
+      "warm-up steps)\n",
+      o.batch, o.gen, r.decode_s, decode_tps, row_tps, r.decode_s * 1e3 / o.gen, r.warmup);
   std::printf("bytes/token      weights %.1f MB + KV %.1f MB (at context %d)\n", r.weight_bytes_per_token / 1e6,
-              r.kv_bytes_per_token / 1e6, o.prompt + o.warmup + o.gen / 2);
+              r.kv_bytes_per_token / 1e6, o.prompt + r.warmup + o.gen / 2);
   std::printf("decode traffic   %.2f GB/s", decode_gbps);
   if (r.copy_gb_s > 0)
     std::printf("; memcpy %.2f GB/s; efficiency %.0f%%", r.copy_gb_s, 100.0 * decode_gbps / r.copy_gb_s);

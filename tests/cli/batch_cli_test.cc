@@ -105,6 +105,21 @@ TEST(BenchCli, BatchReportsAggregateAndPerRowDecode) {
   EXPECT_EQ(j["warmup_steps"], 2);  // the default: two untimed steps first
 }
 
+TEST(BenchCli, WarmupStepsGiveWayToTheContext) {
+  // tiny-e-q4's context is 4096: a prompt of 4092 and 2 timed steps leave
+  // room for one warm-up step, 4093 for none (and still run).
+  const std::string model = testing::TestDataPath("models/tiny-e-q4");
+  for (const int prompt : {4092, 4093}) {
+    std::string cmd = "bench --model ";
+    cmd += model;
+    cmd += " --gen 2 --json --memcpy-mib 0 --backend cpu --prompt ";
+    cmd += std::to_string(prompt);
+    auto r = RunG4(cmd);
+    ASSERT_EQ(r.exit_code, 0) << r.all;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["warmup_steps"], prompt == 4092 ? 1 : 0) << prompt;
+  }
+}
+
 TEST(BenchCli, WarmupStepsAreOptional) {
   for (int w : {0, 3}) {
     auto r = RunG4("bench --model " + DemoModelDir() + " --prompt 8 --gen 4 --batch 2 --json --memcpy-mib 0 --warmup " +
