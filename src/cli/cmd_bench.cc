@@ -45,6 +45,7 @@ struct BenchResult {
   size_t weight_bytes_per_token = 0, kv_bytes_per_token = 0, checkpoint_bytes = 0, peak_rss = 0;
   double copy_gb_s = 0;  // 0 when not measured
   int warmup = 0;         // warm-up steps run
+  int64_t kv_context = 0;  // the timed steps' mean cached tokens, for kv_bytes_per_token
 };
 
 // K and V bytes one decode step reads at `context` cached tokens: every
@@ -164,44 +165,40 @@ StatusOr<BenchResult> RunBenchImpl(const BenchOptions& o) {
   const int64_t ctx = c.max_position_embeddings;
   r.warmup = ctx > 0 ? static_cast<int>(std::clamp<int64_t>(ctx - (int64_t{o.prompt} + 1 + o.gen), 0, o.warmup))
                      : o.warmup;
-  std::vector<KeepSink> warm(o.batch);
-  if (r.warmup > 0) {
+  // Every sequence in `from` continues greedily for `steps` steps (the
+  // first runs a new token, the last sample is not run), into `to`.
+  auto continue_all = [&](std::vector<KeepSink>& from, std::vector<KeepSink>& to, int steps) -> Status {
     for (int b = 0; b < o.batch; ++b) {
-      G4_RETURN_IF_ERROR(prefill[b].status_);
+      G4_RETURN_IF_ERROR(from[b].status_);
       SequenceRequest req;
-      req.seq = std::move(prefill[b].seq_);
+      req.seq = std::move(from[b].seq_);
       req.prompt = {pick(rng)};
-      req.max_new_tokens = r.warmup;
+      req.max_new_tokens = steps;
       req.sampling.temperature = 0;
-      req.sink = &warm[b];
+      req.sink = &to[b];
       G4_ASSIGN_OR_RETURN(RequestId id, sched.Submit(std::move(req)));
       (void)id;
     }
+    return Status::Ok();
+  };
+  std::vector<KeepSink> warm(o.batch);
+  if (r.warmup > 0) {
+    G4_RETURN_IF_ERROR(continue_all(prefill, warm, r.warmup));
     G4_RETURN_IF_ERROR(sched.RunUntilIdle());
   }
 
   // Decode: every sequence continues from its prompt (and warm-up), greedy,
   // `gen` tokens, all rows in every step.
   std::vector<KeepSink> decode(o.batch);
-  for (int b = 0; b < o.batch; ++b) {
-    KeepSink& from = r.warmup > 0 ? warm[b] : prefill[b];
-    G4_RETURN_IF_ERROR(from.status_);
-    SequenceRequest req;
-    req.seq = std::move(from.seq_);
-    req.prompt = {pick(rng)};
-    req.max_new_tokens = o.gen;  // gen steps: the first runs the prompt token, the last sample is not run
-    req.sampling.temperature = 0;
-    req.sink = &decode[b];
-    G4_ASSIGN_OR_RETURN(RequestId id, sched.Submit(std::move(req)));
-    (void)id;
-  }
+  G4_RETURN_IF_ERROR(continue_all(r.warmup > 0 ? warm : prefill, decode, o.gen));
   t0 = Clock::now();
   G4_RETURN_IF_ERROR(sched.RunUntilIdle());
   r.decode_s = Seconds(t0);
   for (const KeepSink& k : decode) G4_RETURN_IF_ERROR(k.status_);
 
   r.weight_bytes_per_token = model->weights().DecodeBytesPerToken(c);
-  r.kv_bytes_per_token = KvBytesPerToken(c, engine->pool().scheme(), o.prompt + r.warmup + o.gen / 2);
+  r.kv_context = int64_t{o.prompt} + r.warmup + o.gen / 2;
+  r.kv_bytes_per_token = KvBytesPerToken(c, engine->pool().scheme(), r.kv_context);
   r.checkpoint_bytes = model->weights().checkpoint().total_file_bytes();
   r.peak_rss = PeakRssBytes();  // before the copy test's buffers
   prefill.clear();  // the sequences go back to the pool before it goes
@@ -261,8 +258,8 @@ void Print(const BenchOptions& o, const BenchResult& r) {
       "decode           %d x %d tokens in %.2f s: %.2f tok/s aggregate, %.2f tok/s per row (%.1f ms/step; after %d "
       "warm-up steps)\n",
       o.batch, o.gen, r.decode_s, decode_tps, row_tps, r.decode_s * 1e3 / o.gen, r.warmup);
-  std::printf("bytes/token      weights %.1f MB + KV %.1f MB (at context %d)\n", r.weight_bytes_per_token / 1e6,
-              r.kv_bytes_per_token / 1e6, o.prompt + r.warmup + o.gen / 2);
+  std::printf("bytes/token      weights %.1f MB + KV %.1f MB (at context %lld)\n", r.weight_bytes_per_token / 1e6,
+              r.kv_bytes_per_token / 1e6, static_cast<long long>(r.kv_context));
   std::printf("decode traffic   %.2f GB/s", decode_gbps);
   if (r.copy_gb_s > 0)
     std::printf("; memcpy %.2f GB/s; efficiency %.0f%%", r.copy_gb_s, 100.0 * decode_gbps / r.copy_gb_s);
