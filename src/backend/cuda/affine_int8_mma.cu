@@ -321,6 +321,13 @@ int AffineMmaBlockWeightRows(int64_t rows) {
   return bm == 64 ? MmaShape<4, 2, 8, 2, 4>::BN : bm == 32 ? MmaShape<4, 2, 4, 2, 2>::BN : MmaShape<4, 2, 2, 1, 1>::BN;
 }
 
+int AffineMmaBlocksPerSm(int64_t rows) {
+  const int bm = AffineMmaTileRows(rows);
+  return bm == 64   ? MmaShape<4, 2, 8, 2, 4>::kBlocksPerSm
+         : bm == 32 ? MmaShape<4, 2, 4, 2, 2>::kBlocksPerSm
+                    : MmaShape<4, 2, 2, 1, 1>::kBlocksPerSm;
+}
+
 void AffineInt8MmaMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, const TileSource& src, int bm,
                          int64_t tiles, cudaStream_t stream) {
   G4_CHECK_MSG(bm == 8 || bm == 32 || bm == 64, "[cuda] AffineInt8MmaMatMul: tile rows");

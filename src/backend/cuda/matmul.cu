@@ -18,6 +18,7 @@
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_info.h"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/matmul_core.cuh"
 #include "backend/cuda/sub_profile.h"
@@ -373,8 +374,17 @@ void MatMulDense(const DevWeight& w, const TensorView& x, const TensorView& y, c
 // blocks than the device has SMs: there the tiled kernel leaves SMs idle,
 // while on wide products it reads the inputs from L2 a quarter as often
 // (H100, 32 input rows: 2048 x 2560 22.3 -> 11.8 us, 10240 x 2560 28.3 ->
-// 35.3 us). G4_CUDA_ROWS_MMA=0 never (measuring), N >= 2: every row count
-// up to N; unset or 1: the rule above (kRowsMmaByDefault; false: never).
+// 35.3 us, before the few-row kernel staged its pass data). At 17-32 rows
+// also where the tiled kernel's waves are less than 90 % full (its last
+// wave mostly idle): H100, 32 rows, tiled against few-row, 10240 x 2560
+// (160 blocks in 264 slots) 28.3 against 26.4 us, 31b's gate/up 43008 x
+// 5376 (672 blocks in three waves) 178 against 162; where its waves are
+// full the tiled kernel stays ahead (15360 x 3840, 240 blocks: 46.1
+// against 53.1 us; 16384 x 5376, 256: 66.0 against 73.3;
+// docs/benchmarks.md, 2026-12-06 night). G4_CUDA_ROWS_MMA=0 never
+// (measuring), N >= 2: every row count up to N; unset or 1: the rule above
+// (kRowsMmaByDefault; false: never); G4_CUDA_ROWS_FILL=0 leaves out the
+// waves' test (measuring).
 bool RowsMmaFor(int64_t M, std::span<const AffineOut> products) {
   static const int64_t up_to = [] {
     const char* e = std::getenv("G4_CUDA_ROWS_MMA");
@@ -387,7 +397,12 @@ bool RowsMmaFor(int64_t M, std::span<const AffineOut> products) {
   const int64_t block_rows = AffineMmaBlockWeightRows(M);
   int64_t tiled_blocks = 0;
   for (const AffineOut& o : products) tiled_blocks += (o.w.rows + block_rows - 1) / block_rows;
-  return tiled_blocks < SmCount();
+  if (tiled_blocks < SmCount()) return true;
+  static const bool fill_rule = EnvSwitchOn("G4_CUDA_ROWS_FILL");
+  if (M > 32 || !fill_rule) return false;
+  const int64_t slots = int64_t{AffineMmaBlocksPerSm(M)} * SmCount();
+  const int64_t waves = (tiled_blocks + slots - 1) / slots;
+  return tiled_blocks * 10 < waves * slots * 9;
 }
 
 // The few-row kernel over M input rows in launches of at most
