@@ -52,11 +52,13 @@ test("the chat page streams an answer, stops a long one, and keeps the conversat
   // The browser's download rate is capped while the answer arrives, so that
   // its chunks reach the page in several reads even when the machine is
   // loaded (unthrottled, a busy CI machine once delivered the whole stream
-  // in one read: the page rendered it at 2 lengths).
+  // in one read: the page rendered it at 2 lengths; at 16 KB/s, about a
+  // second for the answer, a machine also compiling did the same once, so
+  // the answer now takes several seconds).
   const cdp = await page.context().newCDPSession(page);
   await cdp.send("Network.enable");
   await cdp.send("Network.emulateNetworkConditions",
-                 { offline: false, latency: 20, downloadThroughput: 16 * 1024, uploadThroughput: -1 });
+                 { offline: false, latency: 20, downloadThroughput: 4 * 1024, uploadThroughput: -1 });
   await page.fill("#input", "What is a Python dictionary?");
   await page.press("#input", "Enter");
   const content = page.locator(".msg.assistant .content").last();
