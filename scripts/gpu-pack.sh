@@ -17,7 +17,9 @@ for b in test_backend test_model test_engine g4 cuda_ops_bench; do
 done
 # The kernel tracer (bench/cupti_trace.cc) for `gpu-run.sh trace`, when built.
 [ -f "$build/libg4_cupti_trace.so" ] && strip -o "$stage/lib/libg4_cupti_trace.so" "$build/libg4_cupti_trace.so"
-# Shared libraries outside glibc and the driver (libgomp, libcupti, ...).
+# Shared libraries outside glibc and the driver (libgomp, libcupti, ...);
+# nullglob: without the tracer, lib/ is empty.
+shopt -s nullglob
 for b in "$stage"/bin/* "$stage"/lib/*; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do
