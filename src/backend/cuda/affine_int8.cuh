@@ -154,10 +154,13 @@ void AffineInt8MmaMatMul(std::span<const AffineOut> outs, int bits, const QRows&
 // The tensor-core kernel's tile rows for a launch of `rows` input rows, and
 // the fewest rows for which MatMul takes it (G4_CUDA_MMA_MIN_ROWS, default 9).
 int AffineMmaTileRows(int64_t rows);
-// Weight rows a block of that kernel takes for a launch of `rows` input
-// rows, and how many such blocks an SM holds.
-int AffineMmaBlockWeightRows(int64_t rows);
-int AffineMmaBlocksPerSm(int64_t rows);
+// A block of that kernel for a launch of `rows` input rows: the weight
+// rows it takes, and how many such blocks an SM holds.
+struct AffineMmaBlock {
+  int weight_rows;
+  int per_sm;
+};
+AffineMmaBlock AffineMmaBlockFor(int64_t rows);
 int AffineMmaMinRows();
 inline void AffineInt8MatMul(const DevWeight& w, int bits, const QRows& qr, const TileSource& src, int mt,
                              int64_t tiles, float* y, int64_t ldy, cudaStream_t stream) {

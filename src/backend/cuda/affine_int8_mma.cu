@@ -316,16 +316,12 @@ void LaunchForRows(int bm, std::span<const AffineOut> outs, const QRows& qr, con
 
 int AffineMmaTileRows(int64_t rows) { return rows <= 8 ? 8 : rows <= 32 ? 32 : 64; }
 
-int AffineMmaBlockWeightRows(int64_t rows) {
-  const int bm = AffineMmaTileRows(rows);  // LaunchForRows' shapes: 16 WN weight rows a block
-  return bm == 64 ? MmaShape<4, 2, 8, 2, 4>::BN : bm == 32 ? MmaShape<4, 2, 4, 2, 2>::BN : MmaShape<4, 2, 2, 1, 1>::BN;
-}
-
-int AffineMmaBlocksPerSm(int64_t rows) {
-  const int bm = AffineMmaTileRows(rows);
-  return bm == 64   ? MmaShape<4, 2, 8, 2, 4>::kBlocksPerSm
-         : bm == 32 ? MmaShape<4, 2, 4, 2, 2>::kBlocksPerSm
-                    : MmaShape<4, 2, 2, 1, 1>::kBlocksPerSm;
+AffineMmaBlock AffineMmaBlockFor(int64_t rows) {
+  const auto of = []<typename S>(S) { return AffineMmaBlock{S::BN, S::kBlocksPerSm}; };
+  const int bm = AffineMmaTileRows(rows);  // LaunchForRows' shapes
+  return bm == 64   ? of(MmaShape<4, 2, 8, 2, 4>{})
+         : bm == 32 ? of(MmaShape<4, 2, 4, 2, 2>{})
+                    : of(MmaShape<4, 2, 2, 1, 1>{});
 }
 
 void AffineInt8MmaMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, const TileSource& src, int bm,

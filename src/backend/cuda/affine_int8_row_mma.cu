@@ -457,9 +457,7 @@ bool RowsThreeBlocks(unsigned blocks) {
   static const bool always = EnvSwitch("G4_CUDA_ROWS_OCC3", false);
   static const bool allowed = EnvSwitchOn("G4_CUDA_ROWS_OCC3");
   if (always || !allowed) return always;
-  const int64_t sms = SmCount();
-  const auto waves = [&](int per_sm) { return (blocks + per_sm * sms - 1) / (per_sm * sms); };
-  return waves(FewRows<4, true>::kBlocks) < waves(FewRows<4>::kBlocks);
+  return Waves(blocks, FewRows<4, true>::kBlocks) < Waves(blocks, FewRows<4>::kBlocks);
 }
 
 template <int P>

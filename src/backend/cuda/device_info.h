@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "backend/cuda/cuda_check.h"
 
 namespace g4::cuda {
@@ -17,6 +19,12 @@ inline int SmCount() {
     return n;
   }();
   return sms;
+}
+
+// Waves a launch of `blocks` blocks takes at `per_sm` resident blocks an SM.
+inline int64_t Waves(int64_t blocks, int per_sm) {
+  const int64_t slots = int64_t{per_sm} * SmCount();
+  return (blocks + slots - 1) / slots;
 }
 
 }  // namespace g4::cuda

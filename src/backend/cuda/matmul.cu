@@ -394,15 +394,14 @@ bool RowsMmaFor(int64_t M, std::span<const AffineOut> products) {
   if (up_to >= 2) return M <= up_to;
   if (M <= 16) return true;
   if (M > 64) return false;
-  const int64_t block_rows = AffineMmaBlockWeightRows(M);
+  const AffineMmaBlock tile = AffineMmaBlockFor(M);
   int64_t tiled_blocks = 0;
-  for (const AffineOut& o : products) tiled_blocks += (o.w.rows + block_rows - 1) / block_rows;
+  for (const AffineOut& o : products) tiled_blocks += (o.w.rows + tile.weight_rows - 1) / tile.weight_rows;
   if (tiled_blocks < SmCount()) return true;
   static const bool fill_rule = EnvSwitchOn("G4_CUDA_ROWS_FILL");
   if (M > 32 || !fill_rule) return false;
-  const int64_t slots = int64_t{AffineMmaBlocksPerSm(M)} * SmCount();
-  const int64_t waves = (tiled_blocks + slots - 1) / slots;
-  return tiled_blocks * 10 < waves * slots * 9;
+  const int64_t slots = int64_t{tile.per_sm} * SmCount();
+  return tiled_blocks * 10 < Waves(tiled_blocks, tile.per_sm) * slots * 9;
 }
 
 // The few-row kernel over M input rows in launches of at most
