@@ -13,6 +13,7 @@
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
+#include "backend/cuda/dp4a.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 
@@ -72,12 +73,6 @@ __device__ __forceinline__ void QuantizeGroup(const float* xg, const float* ug, 
   }
 }
 
-// acc + the four products of u8 codes (a) and s8 inputs (b).
-__device__ __forceinline__ int Dp4a(uint32_t a, uint32_t b, int acc) {
-  int d;
-  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(acc));
-  return d;
-}
 
 // 32 columns' codes (B words) as 8 words of 4 u8 codes each, in QPos order.
 template <int B>

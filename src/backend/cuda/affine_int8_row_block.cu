@@ -28,6 +28,7 @@
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/affine_int8_core.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dynamic_shared.cuh"
 #include "backend/cuda/env_switch.h"
 
 namespace g4::cuda {
@@ -59,7 +60,7 @@ template <int B, int P>
 __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowBlockKernel(OutSet set, QRows qr, int32_t units,
                                                                                int groups) {
   constexpr int D = P * B <= 16 ? 2 : 1;  // items in flight per warp
-  extern __shared__ float4 terms[];       // [kRows][TermsStride(groups)]
+  float4* terms = reinterpret_cast<float4*>(DynamicShared());  // [kRows][TermsStride(groups)]
   __shared__ BlockRow rows[kRows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int32_t row0 = static_cast<int32_t>(blockIdx.x) * kRows;
@@ -77,7 +78,7 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowBlockKernel(OutS
   const int ld = TermsStride(groups);
 
   uint32_t wd[D][P][B];
-  float sc[D], bi[D];
+  float sc[D] = {}, bi[D] = {};  // set where used (g < groups); zeroed for the host compilers of the emulator
   const auto load = [&](int slot, int t, const ItemPos& at) {  // slot: a compile-time index after unrolling
     if (t >= items) return;
     const BlockRow& br = rows[at.r];

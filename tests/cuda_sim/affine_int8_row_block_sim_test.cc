@@ -1,0 +1,80 @@
+// The block-shared one-row MatMul (affine_int8_row_block.cu) on the SIMT
+// emulator (include/simt.h), without a GPU: on an input row QuantizeGroup
+// quantized (QuantizeRows' kernel), its outputs are the integer scheme of
+// affine_int8.cuh (affine_sim.h) bit for bit. tests/backend runs the
+// kernel on a GPU against the CPU backend.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/affine_int8.cuh"
+#include "backend/cuda/affine_int8_core.cuh"
+#include "affine_sim.h"
+
+namespace g4::cuda {
+namespace {
+
+// One row's quantization: codes in QPos order, per-group d and xs.
+struct Quantized {
+  std::vector<int8_t> q;
+  std::vector<float> d, xs;
+  Quantized(int64_t cols, int64_t groups) : q(static_cast<size_t>(cols), 0), d(groups), xs(groups) {}
+};
+
+__global__ void QuantizeByWarps(const float* x, const float* u, int groups, int group, int bits, int8_t* q,
+                                float* d, float* xs) {
+  const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
+  for (int g = warp; g < groups; g += static_cast<int>(blockDim.x >> 5))
+    QuantizeGroup(x + g * group, u ? u + g * group : nullptr, group, bits, g, lane, q, d + g, xs + g);
+}
+
+Quantized ByWarps(const float* x, const float* u, int64_t cols, int group, int bits) {
+  const int groups = static_cast<int>(cols / group);
+  Quantized r(cols, groups);
+  simt::Launch(QuantizeByWarps, dim3(1), dim3(256), 0, x, u, groups, group, bits, r.q.data(), r.d.data(),
+               r.xs.data());
+  return r;
+}
+
+// Products of `rows` rows (4-bit, bf16 scales) times one float row of
+// `cols` columns (gated: gelu_tanh(x) * u), quantized by QuantizeGroup:
+// the kernel gives the scheme's bits.
+void ExpectKernelGivesTheScheme(int group, int64_t cols, std::vector<int64_t> rows, bool gated, uint32_t seed) {
+  SCOPED_TRACE("group " + std::to_string(group) + ", cols " + std::to_string(cols) + (gated ? ", gated" : ""));
+  std::mt19937 rng(seed);
+  std::vector<float> x(cols), u(cols);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (int64_t c = 0; c < cols; ++c) x[c] = n(rng), u[c] = n(rng);
+  const float* up = gated ? u.data() : nullptr;
+  const Quantized qz = ByWarps(x.data(), up, cols, group, 4);
+  sim::QuantizedRows in(1, cols, group, rng);  // replaced by the row's quantization
+  in.q = qz.q, in.d = qz.d, in.xs = qz.xs;
+
+  std::vector<sim::Product> ps;
+  for (int64_t r : rows) ps.emplace_back(r, cols, group, rng);
+  std::vector<AffineOut> outs;
+  for (sim::Product& p : ps) outs.push_back(p.Out());
+  ASSERT_TRUE(AffineInt8RowBlockMatMulTakes(outs));
+  AffineInt8RowBlockMatMul(outs, 4, in.View(), nullptr);
+  for (size_t i = 0; i < ps.size(); ++i)
+    sim::ExpectOutputsGiveTheScheme(ps[i], in, 1, [](int64_t) { return int64_t{0}; },
+                                    ("product " + std::to_string(i)).c_str());
+}
+
+TEST(RowBlockSim, KernelGivesTheScheme) {
+  // Products ending inside a block's 8 rows; rows of more than 32 groups
+  // (two rounds of a warp's lanes); gated inputs.
+  ExpectKernelGivesTheScheme(64, 256, {20}, true, 1);
+  ExpectKernelGivesTheScheme(32, 256, {8, 13}, false, 2);
+  ExpectKernelGivesTheScheme(32, 1280, {11, 5, 16}, false, 3);
+  ExpectKernelGivesTheScheme(64, 2560, {9}, true, 4);
+  ExpectKernelGivesTheScheme(128, 1536, {17, 3}, false, 5);
+}
+
+}  // namespace
+}  // namespace g4::cuda
