@@ -5,9 +5,7 @@
 // kernel on a GPU against the CPU backend.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,13 +17,6 @@
 namespace g4::cuda {
 namespace {
 
-// One row's quantization: codes in QPos order, per-group d and xs.
-struct Quantized {
-  std::vector<int8_t> q;
-  std::vector<float> d, xs;
-  Quantized(int64_t cols, int64_t groups) : q(static_cast<size_t>(cols), 0), d(groups), xs(groups) {}
-};
-
 __global__ void QuantizeByWarps(const float* x, const float* u, int groups, int group, int bits, int8_t* q,
                                 float* d, float* xs) {
   const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
@@ -33,12 +24,11 @@ __global__ void QuantizeByWarps(const float* x, const float* u, int groups, int 
     QuantizeGroup(x + g * group, u ? u + g * group : nullptr, group, bits, g, lane, q, d + g, xs + g);
 }
 
-Quantized ByWarps(const float* x, const float* u, int64_t cols, int group, int bits) {
-  const int groups = static_cast<int>(cols / group);
-  Quantized r(cols, groups);
-  simt::Launch(QuantizeByWarps, dim3(1), dim3(256), 0, x, u, groups, group, bits, r.q.data(), r.d.data(),
-               r.xs.data());
-  return r;
+// Row 0 of `in` from the float row x (gated: gelu_tanh(x) * u), a group
+// per warp as QuantizeRows' kernel does.
+void QuantizeInto(sim::QuantizedRows& in, const float* x, const float* u, int group, int bits) {
+  simt::Launch(QuantizeByWarps, dim3(1), dim3(256), 0, x, u, static_cast<int>(in.groups), group, bits, in.q.data(),
+               in.d.data(), in.xs.data());
 }
 
 // Products of `rows` rows (4-bit, bf16 scales) times one float row of
@@ -51,9 +41,8 @@ void ExpectKernelGivesTheScheme(int group, int64_t cols, std::vector<int64_t> ro
   std::normal_distribution<float> n(0.0f, 1.0f);
   for (int64_t c = 0; c < cols; ++c) x[c] = n(rng), u[c] = n(rng);
   const float* up = gated ? u.data() : nullptr;
-  const Quantized qz = ByWarps(x.data(), up, cols, group, 4);
-  sim::QuantizedRows in(1, cols, group, rng);  // replaced by the row's quantization
-  in.q = qz.q, in.d = qz.d, in.xs = qz.xs;
+  sim::QuantizedRows in(1, cols, group, rng);
+  QuantizeInto(in, x.data(), up, group, 4);
 
   std::vector<sim::Product> ps;
   for (int64_t r : rows) ps.emplace_back(r, cols, group, rng);

@@ -73,7 +73,6 @@ __device__ __forceinline__ void QuantizeGroup(const float* xg, const float* ug, 
   }
 }
 
-
 // 32 columns' codes (B words) as 8 words of 4 u8 codes each, in QPos order.
 template <int B>
 __device__ __forceinline__ void Unpack(const uint32_t (&wd)[B], uint32_t (&quad)[8]) {

@@ -78,7 +78,7 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowBlockKernel(OutS
   const int ld = TermsStride(groups);
 
   uint32_t wd[D][P][B];
-  float sc[D] = {}, bi[D] = {};  // set where used (g < groups); zeroed for the host compilers of the emulator
+  float sc[D], bi[D];
   const auto load = [&](int slot, int t, const ItemPos& at) {  // slot: a compile-time index after unrolling
     if (t >= items) return;
     const BlockRow& br = rows[at.r];
