@@ -99,6 +99,12 @@ size_t MoeWorkspaceBytes(int64_t rows, int top_k, int64_t hidden, int64_t expert
 // scale) and RmsNorm(x, next_weight, eps, next_out) give on the same
 // backend. o's contents afterwards are unspecified (a backend may normalize
 // it in place). x, o and next_out may not alias; all are [T, H].
+//
+// next_product is a hint that never changes a result: the weights the op
+// right after this one multiplies next_out by (or x, with product_of_x) as
+// its input, a MatMul, or a MatMuls whose first weights these are. A backend
+// may prepare that product's input here (CUDA: its int8 quantization, so
+// the product does not launch one). Any other op in between voids it.
 struct AddNormArgs {
   TensorView x;
   TensorView o;
@@ -107,6 +113,8 @@ struct AddNormArgs {
   TensorView next_out;                 // optional
   const float* next_weight = nullptr;  // [H], device; null: unscaled
   float eps = 1e-6f;
+  const WeightMatrix* next_product = nullptr;  // optional
+  bool product_of_x = false;                   // next_product reads x, not next_out
 };
 
 // The attention inputs' per-head norms and RoPE, in place, each view

@@ -252,12 +252,14 @@ void Gemma4Model::AttentionBlock(int l, const StepViews& sv, const KvPool& pool,
   ops.PagedAttention(args);
 
   ops.MatMul(args.out, lw.o_proj, sv.o);
-  // x += norm(o); a = the feed-forward block's input norm.
-  ResidualUpdate(sv, sv.o, lw.post_attention_layernorm, 1.0f, true, lw.pre_feedforward_layernorm);
+  // x += norm(o); a = the feed-forward block's input norm, whose first op
+  // is the gate/up product.
+  ResidualUpdate(sv, sv.o, lw.post_attention_layernorm, 1.0f, true, lw.pre_feedforward_layernorm, &lw.gate_proj);
 }
 
 void Gemma4Model::ResidualUpdate(const StepViews& sv, const TensorView& o, const float* post_weight, float scale,
-                                 bool next, const float* next_weight) {
+                                 bool next, const float* next_weight, const WeightMatrix* product,
+                                 bool product_of_x) {
   AddNormArgs an;
   an.x = sv.x;
   an.o = o;
@@ -268,13 +270,17 @@ void Gemma4Model::ResidualUpdate(const StepViews& sv, const TensorView& o, const
     an.next_weight = next_weight;
   }
   an.eps = static_cast<float>(config_.rms_norm_eps);
+  an.next_product = product;
+  an.product_of_x = product_of_x;
   backend_->ops().AddNorm(an);
 }
 
 void Gemma4Model::EndLayer(int l, const StepViews& sv, const TensorView& o, const float* post_weight) {
   const bool last = l + 1 == config_.num_hidden_layers;
+  // The next layer's attention block starts with its q (and k, v) product.
   ResidualUpdate(sv, o, post_weight, weights_->layers[l].layer_scalar, !last,
-                 last ? nullptr : weights_->layers[l + 1].input_layernorm);
+                 last ? nullptr : weights_->layers[l + 1].input_layernorm,
+                 last ? nullptr : &weights_->layers[l + 1].q_proj);
 }
 
 void Gemma4Model::FeedForwardBlock(int l, const StepViews& sv, Activations& act) {
@@ -328,8 +334,8 @@ void Gemma4Model::FeedForwardBlock(int l, const StepViews& sv, Activations& act)
 }
 
 void Gemma4Model::EndFeedForward(int l, const StepViews& sv, const TensorView& d, const float* post_weight) {
-  if (config_.has_ple()) {  // the per-layer-input block ends the layer
-    ResidualUpdate(sv, d, post_weight, 1.0f, false, nullptr);
+  if (config_.has_ple()) {  // the per-layer-input block ends the layer, starting with x's gate product
+    ResidualUpdate(sv, d, post_weight, 1.0f, false, nullptr, &weights_->layers[l].per_layer_input_gate, true);
   } else {
     EndLayer(l, sv, d, post_weight);
   }

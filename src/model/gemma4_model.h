@@ -67,9 +67,11 @@ class Gemma4Model {
   // the next layer's input norm into sv.a (none after the last layer).
   void EndLayer(int l, const StepViews& sv, const TensorView& o, const float* post_weight);
   // x = (x + RmsNorm(o, post_weight)) * scale; then, if next,
-  // sv.a = RmsNorm(x, next_weight): one Ops::AddNorm.
+  // sv.a = RmsNorm(x, next_weight): one Ops::AddNorm. `product`: the
+  // weights the op right after multiplies sv.a by (sv.x with product_of_x),
+  // Ops::AddNorm's hint; null when the next op is not such a product.
   void ResidualUpdate(const StepViews& sv, const TensorView& o, const float* post_weight, float scale, bool next,
-                      const float* next_weight);
+                      const float* next_weight, const WeightMatrix* product, bool product_of_x = false);
   void Head(const StepViews& sv, bool logits, Activations& act);
 
   Gemma4Config config_;

@@ -1,6 +1,7 @@
 // The fused ops against the separate ops they stand for, bitwise on the same
 // backend: MatMuls (several products of one input) against MatMul per
-// product, AddNorm against RmsNorm, Add, Scale and RmsNorm, HeadNormRope
+// product, AddNorm against RmsNorm, Add, Scale and RmsNorm (and with its
+// next-product hint against none), HeadNormRope
 // against per-head RmsNorm and Rope, GatedMatMul against GeluMul then
 // MatMul.
 #include <gtest/gtest.h>
@@ -138,6 +139,118 @@ TEST_P(FusedOpsTest, AddNormEqualsTheSeparateOps) {
       for (bool post_w : {false, true})
         for (float scale : {1.0f, 0.37f})
           for (bool next : {false, true}) CheckAddNorm(backend(), rows, d, post_w, scale, next, !post_w, seed += 4);
+}
+
+// AddNorm naming the next product (AddNormArgs::next_product) then that
+// product, against AddNorm and the product without the hint: the same bits
+// for x, next_out and every output. `then` is the product after the
+// AddNorm (MatMuls over its weights, the first of them the named one unless
+// `other` is given, which is named instead: a hint that does not match);
+// with `between`, a Scale of the product's input comes between the two ops
+// (the hint is void, and the product must see the scaled input).
+struct HintCase {
+  int64_t rows = 1, d = 512;
+  bool of_x = false;
+  bool between = false;
+};
+void CheckAddNormHint(Backend& backend, const HintCase& c, const std::vector<const testing::TestWeights*>& then,
+                      const testing::TestWeights* other, uint32_t seed) {
+  const int64_t rows = c.rows, d = c.d;
+  const std::vector<float> x = testing::RandomFloats(rows * d, seed, -3.0f, 3.0f);
+  const std::vector<float> o = testing::RandomFloats(rows * d, seed + 1, -5.0f, 5.0f);
+  const DeviceBuffer w1 = testing::UploadArray(backend, testing::RandomFloats(d, seed + 2, -2.0f, 2.0f));
+  const DeviceBuffer w2 = testing::UploadArray(backend, testing::RandomFloats(d, seed + 3, -2.0f, 2.0f));
+  std::vector<testing::DeviceWeights> dws;
+  for (const testing::TestWeights* tw : then) dws.push_back(testing::UploadWeights(backend, *tw));
+  std::vector<const WeightMatrix*> ws;
+  for (const testing::DeviceWeights& dw : dws) ws.push_back(&dw.w);
+  const testing::DeviceWeights dother = other ? testing::UploadWeights(backend, *other) : testing::DeviceWeights();
+  Ops& ops = backend.ops();
+  struct Side {
+    DeviceTensor x, o, n;
+    std::vector<DeviceTensor> ys;
+  };
+  const auto run = [&](bool hint) {
+    Side s;
+    s.x = testing::UploadF32(backend, x, rows, d, d + 3);
+    s.o = testing::UploadF32(backend, o, rows, d);
+    s.n = testing::AllocTensor(backend, DType::kF32, rows, d, d + 5);
+    AddNormArgs a;
+    a.x = s.x.view;
+    a.o = s.o.view;
+    a.post_weight = w1.as<float>();
+    a.scale = 0.75f;
+    a.next_out = s.n.view;
+    a.next_weight = w2.as<float>();
+    if (hint) {
+      a.next_product = other ? &dother.w : ws[0];
+      a.product_of_x = c.of_x;
+    }
+    ops.AddNorm(a);
+    const TensorView& in = c.of_x ? s.x.view : s.n.view;
+    if (c.between) ops.Scale(in, -1.5f);
+    std::vector<TensorView> ys;
+    for (const WeightMatrix* w : ws) {
+      s.ys.push_back(testing::AllocTensor(backend, DType::kF32, rows, w->rows, w->rows + 1));
+      ys.push_back(s.ys.back().view);
+    }
+    ops.MatMuls(in, ws, ys);
+    return s;
+  };
+  Side apart = run(false), hinted = run(true);
+  const std::string what = "rows " + std::to_string(rows) + " d " + std::to_string(d) + " of_x " +
+                           std::to_string(c.of_x) + " between " + std::to_string(c.between) + " " +
+                           then[0]->w.Describe() + (other ? " named " + other->w.Describe() : "");
+  EXPECT_TRUE(testing::BitwiseEqual(testing::DownloadF32(backend, apart.x.view),
+                                    testing::DownloadF32(backend, hinted.x.view), d))
+      << "x: " << what;
+  EXPECT_TRUE(testing::BitwiseEqual(testing::DownloadF32(backend, apart.n.view),
+                                    testing::DownloadF32(backend, hinted.n.view), d))
+      << "next_out: " << what;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    EXPECT_TRUE(testing::BitwiseEqual(testing::DownloadF32(backend, apart.ys[i].view),
+                                      testing::DownloadF32(backend, hinted.ys[i].view), ws[i]->rows))
+        << "product " << i << ": " << what;
+    EXPECT_TRUE(testing::GuardsIntact(backend, hinted.ys[i]));
+  }
+  EXPECT_TRUE(testing::GuardsIntact(backend, hinted.x));
+  EXPECT_TRUE(testing::GuardsIntact(backend, hinted.n));
+}
+
+TEST_P(FusedOpsTest, AddNormHintNeverChangesTheProduct) {
+  uint32_t seed = 3100;
+  // Widths on both sides of CUDA's one-block-per-row width and its register
+  // kernels' limit; row counts for the one-row, few-row and tiled MatMuls.
+  for (int64_t d : {512, 2560, 6400})
+    for (int bits : {4, 8, 2})
+      for (int group : {32, 64, 128}) {
+        const testing::TestWeights a = testing::MakeAffine(70, d, bits, group, DType::kBF16, ++seed);
+        const testing::TestWeights b = testing::MakeAffine(33, d, bits, group, DType::kF16, ++seed);
+        for (int64_t rows : {1, 3, 40})
+          for (bool of_x : {false, true})
+            CheckAddNormHint(backend(), {.rows = rows, .d = d, .of_x = of_x}, {&a, &b}, nullptr, seed += 4);
+      }
+  const testing::TestWeights q = testing::MakeAffine(64, 2560, 4, 64, DType::kBF16, ++seed);
+  const testing::TestWeights q8 = testing::MakeAffine(64, 2560, 8, 64, DType::kBF16, ++seed);
+  const testing::TestWeights q32 = testing::MakeAffine(64, 2560, 4, 32, DType::kBF16, ++seed);
+  const testing::TestWeights dense = testing::MakeDense(64, 2560, DType::kBF16, ++seed);
+  const testing::TestWeights narrow = testing::MakeAffine(40, 512, 4, 64, DType::kBF16, ++seed);
+  for (int64_t rows : {1, 5}) {
+    for (bool of_x : {false, true}) {
+      // An op between voids the hint.
+      CheckAddNormHint(backend(), {.rows = rows, .d = 2560, .of_x = of_x, .between = true}, {&q}, nullptr, seed += 4);
+      CheckAddNormHint(backend(), {.rows = rows, .d = 512, .of_x = of_x, .between = true}, {&narrow}, nullptr,
+                       seed += 4);
+    }
+    // A named product of another format than the one that follows.
+    CheckAddNormHint(backend(), {.rows = rows, .d = 2560}, {&q}, &q8, seed += 4);
+    CheckAddNormHint(backend(), {.rows = rows, .d = 2560}, {&q}, &q32, seed += 4);
+    CheckAddNormHint(backend(), {.rows = rows, .d = 2560}, {&q8}, &q, seed += 4);
+    CheckAddNormHint(backend(), {.rows = rows, .d = 2560}, {&dense}, &q, seed += 4);
+    CheckAddNormHint(backend(), {.rows = rows, .d = 2560}, {&q}, &dense, seed += 4);
+    // Products of two formats after the hint (not one launch on CUDA).
+    CheckAddNormHint(backend(), {.rows = rows, .d = 2560}, {&q, &q8}, nullptr, seed += 4);
+  }
 }
 
 // GatedMatMul against GeluMul then MatMul, u with its own stride.

@@ -13,23 +13,10 @@
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/affine_int8_core.cuh"
 #include "affine_sim.h"
+#include "quantize_sim.h"
 
 namespace g4::cuda {
 namespace {
-
-__global__ void QuantizeByWarps(const float* x, const float* u, int groups, int group, int bits, int8_t* q,
-                                float* d, float* xs) {
-  const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
-  for (int g = warp; g < groups; g += static_cast<int>(blockDim.x >> 5))
-    QuantizeGroup(x + g * group, u ? u + g * group : nullptr, group, bits, g, lane, q, d + g, xs + g);
-}
-
-// Row 0 of `in` from the float row x (gated: gelu_tanh(x) * u), a group
-// per warp as QuantizeRows' kernel does.
-void QuantizeInto(sim::QuantizedRows& in, const float* x, const float* u, int group, int bits) {
-  simt::Launch(QuantizeByWarps, dim3(1), dim3(256), 0, x, u, static_cast<int>(in.groups), group, bits, in.q.data(),
-               in.d.data(), in.xs.data());
-}
 
 // Products of `rows` rows (4-bit, bf16 scales) times one float row of
 // `cols` columns (gated: gelu_tanh(x) * u), quantized by QuantizeGroup:
@@ -42,7 +29,7 @@ void ExpectKernelGivesTheScheme(int group, int64_t cols, std::vector<int64_t> ro
   for (int64_t c = 0; c < cols; ++c) x[c] = n(rng), u[c] = n(rng);
   const float* up = gated ? u.data() : nullptr;
   sim::QuantizedRows in(1, cols, group, rng);
-  QuantizeInto(in, x.data(), up, group, 4);
+  sim::QuantizeRowInto(in.View(), 0, x.data(), up, cols, group, 4);
 
   std::vector<sim::Product> ps;
   for (int64_t r : rows) ps.emplace_back(r, cols, group, rng);

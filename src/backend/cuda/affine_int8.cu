@@ -30,8 +30,6 @@ constexpr int kChunk = 32;  // groups per shared-memory round
 constexpr int kWarps = 8;
 constexpr int kMaxMt = 8;
 
-size_t Align256(size_t n) { return (n + 255) / 256 * 256; }
-
 // One warp per (row, group). Launched as a programmatic dependent, and lets
 // its own dependent (the one-row kernel) start at once.
 __global__ __launch_bounds__(256) void QuantizeKernel(const float* __restrict__ x, int64_t ldx,
@@ -195,23 +193,6 @@ void LaunchForPieces(int mt, const OutSet& set, const QRows& qr, const TileSourc
 }
 
 }  // namespace
-
-size_t QRowsBytes(int64_t rows, int64_t k, int group) {
-  const int64_t groups = k / group;
-  return Align256(static_cast<size_t>(rows * k)) + 2 * Align256(static_cast<size_t>(rows * groups) * 4);
-}
-
-QRows QRowsIn(void* scratch, int64_t rows, int64_t k, int group) {
-  const int64_t groups = k / group;
-  char* base = static_cast<char*>(scratch);
-  QRows qr;
-  qr.q = reinterpret_cast<int8_t*>(base);
-  qr.ldq = k;
-  qr.d = reinterpret_cast<float*>(base + Align256(static_cast<size_t>(rows * k)));
-  qr.xs = qr.d + Align256(static_cast<size_t>(rows * groups) * 4) / 4;
-  qr.ldg = groups;
-  return qr;
-}
 
 void QuantizeRows(const float* x, int64_t ldx, const float* u, int64_t ldu, const int32_t* src_rows,
                   int32_t per_entry, int64_t rows, int64_t k, int group, int bits, const QRows& qr,

@@ -21,6 +21,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -39,9 +40,24 @@ struct QRows {
 };
 
 // Bytes of device scratch QRows needs for `rows` rows of k columns in
-// groups of `group`, and the view of such a buffer.
-size_t QRowsBytes(int64_t rows, int64_t k, int group);
-QRows QRowsIn(void* scratch, int64_t rows, int64_t k, int group);
+// groups of `group`, and the view of such a buffer: the codes, then the d
+// and xs arrays, each 256-byte aligned.
+inline size_t QRowsAlign(size_t n) { return (n + 255) / 256 * 256; }
+inline size_t QRowsBytes(int64_t rows, int64_t k, int group) {
+  const int64_t groups = k / group;
+  return QRowsAlign(static_cast<size_t>(rows * k)) + 2 * QRowsAlign(static_cast<size_t>(rows * groups) * 4);
+}
+inline QRows QRowsIn(void* scratch, int64_t rows, int64_t k, int group) {
+  const int64_t groups = k / group;
+  char* base = static_cast<char*>(scratch);
+  QRows qr;
+  qr.q = reinterpret_cast<int8_t*>(base);
+  qr.ldq = k;
+  qr.d = reinterpret_cast<float*>(base + QRowsAlign(static_cast<size_t>(rows * k)));
+  qr.xs = qr.d + QRowsAlign(static_cast<size_t>(rows * groups) * 4) / 4;
+  qr.ldg = groups;
+  return qr;
+}
 
 // Quantizes `rows` rows of x (k columns) for weights of `bits` bits in
 // groups of `group` into qr; with u (gated), rows of gelu_tanh(x) * u

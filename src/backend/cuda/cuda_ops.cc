@@ -16,9 +16,11 @@
 #include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/launch.h"
 #include "backend/sampler.h"
 #include "core/check.h"
@@ -177,13 +179,14 @@ class CudaOps final : public Ops {
     CheckF32(y, "[cuda] MatMul: y must be an F32 view");
     G4_CHECK_MSG(x.cols == w.cols && y.cols == w.rows && x.rows == y.rows, "[cuda] MatMul: shapes do not match W");
     CheckWeight(w);
+    const bool quantized = TakePrepared(x, w);
     if (x.rows == 0 || w.rows == 0) return;
     if (w.cols == 0) {  // an empty sum: zeros
       G4_CUDA_CHECK(cudaMemset2DAsync(y.data, (y.rows > 1 ? y.stride : y.cols) * 4, 0, y.cols * 4, y.rows, stream_));
       return;
     }
     ProfileScope prof(profile_, stream_, "MatMul", profile_.enabled() ? MatMulClass(x, w) : std::string());
-    cuda::MatMul(x, w, y, scratch_, stream_);
+    cuda::MatMul(x, w, y, scratch_, stream_, quantized);
   }
 
   void MatMuls(const TensorView& x, std::span<const WeightMatrix* const> ws,
@@ -197,15 +200,17 @@ class CudaOps final : public Ops {
                    "[cuda] MatMuls: shapes do not match W");
       CheckWeight(*ws[i]);
     }
+    const bool quantized = TakePrepared(x, *ws[0]);
     if (x.rows == 0) return;
     if (profile_.enabled() || ws.size() == 1 || x.cols == 0) {  // per product (the profile keeps its classes)
       for (size_t i = 0; i < ws.size(); ++i) MatMul(x, *ws[i], ys[i]);
       return;
     }
-    cuda::MatMuls(x, ws, ys, scratch_, stream_);
+    cuda::MatMuls(x, ws, ys, scratch_, stream_, quantized);
   }
 
   void GatedMatMul(const TensorView& g, const TensorView& u, const WeightMatrix& w, const TensorView& y) override {
+    prepared_ = {};
     CheckSameShape(g, u, "[cuda] GatedMatMul: g and u must be F32 views of one shape");
     CheckF32(y, "[cuda] GatedMatMul: y must be an F32 view");
     G4_CHECK_MSG(g.cols == w.cols && y.cols == w.rows && g.rows == y.rows, "[cuda] GatedMatMul: shapes do not match W");
@@ -221,6 +226,7 @@ class CudaOps final : public Ops {
   }
 
   void Embed(const WeightMatrix& table, const int32_t* ids, float scale, const TensorView& out) override {
+    prepared_ = {};
     CheckWeight(table);
     CheckF32(out, "[cuda] Embed: out must be an F32 view");
     G4_CHECK_MSG(out.cols == table.cols, "[cuda] Embed: out width differs from the table's");
@@ -230,6 +236,7 @@ class CudaOps final : public Ops {
   }
 
   void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorView& y) override {
+    prepared_ = {};
     CheckSameShape(x, y, "[cuda] RmsNorm: x and y must be F32 views of one shape");
     G4_CHECK_MSG(x.cols > 0, "[cuda] RmsNorm: shapes");
     G4_CHECK_MSG(x.data != y.data || x.stride == y.stride || x.rows <= 1, "[cuda] RmsNorm: in place needs one layout");
@@ -240,6 +247,7 @@ class CudaOps final : public Ops {
 
   void Rope(const TensorView& x, int heads, int head_dim, const int32_t* positions,
             const float* inv_freq) override {
+    prepared_ = {};
     CheckF32(x, "[cuda] Rope: x must be an F32 view");
     G4_CHECK_MSG(head_dim > 0 && head_dim % 2 == 0, "[cuda] Rope: head_dim must be even");
     G4_CHECK_MSG(heads >= 0 && x.cols == static_cast<int64_t>(heads) * head_dim,
@@ -250,12 +258,14 @@ class CudaOps final : public Ops {
   }
 
   void GeluMul(const TensorView& g, const TensorView& u, const TensorView& out) override {
+    prepared_ = {};
     CheckSameShape(g, u, "[cuda] GeluMul: operand shapes differ");
     CheckSameShape(g, out, "[cuda] GeluMul: operand shapes differ");
     ProfileScope prof(profile_, stream_, "GeluMul");
     cuda::GeluMul(g, u, out, stream_);
   }
   void Add(const TensorView& a, const TensorView& b, const TensorView& y) override {
+    prepared_ = {};
     CheckSameShape(a, b, "[cuda] Add: operand shapes differ");
     CheckSameShape(a, y, "[cuda] Add: operand shapes differ");
     ProfileScope prof(profile_, stream_, "Add");
@@ -267,11 +277,21 @@ class CudaOps final : public Ops {
     G4_CHECK_MSG(a.x.cols > 0, "[cuda] AddNorm: shapes");
     G4_CHECK_MSG(a.x.data != a.o.data && a.x.data != a.next_out.data && a.o.data != a.next_out.data,
                  "[cuda] AddNorm: x, o and next_out may not alias");
+    prepared_ = {};
+    if (a.next_product) CheckWeight(*a.next_product);
     if (a.x.rows == 0) return;
     ProfileScope prof(profile_, stream_, "AddNorm");
-    cuda::AddNorm(a, stream_);
+    // G4_CUDA_NORM_QUANT=0: the hint ignored, the product quantizes its input itself.
+    static const bool prepare = EnvSwitchOn("G4_CUDA_NORM_QUANT");
+    AddNormArgs args = a;
+    if (!prepare) args.next_product = nullptr;
+    if (cuda::AddNorm(args, scratch_, stream_)) {
+      const TensorView& in = a.product_of_x ? a.x : a.next_out;
+      prepared_ = {in.data, in.rows, in.cols, Ld(in), a.next_product->bits, a.next_product->group_size};
+    }
   }
   void HeadNormRope(const HeadNormRopeArgs& a) override {
+    prepared_ = {};
     const int64_t T = a.q.rows, D = a.head_dim;
     const auto check = [&](const TensorView& x, int heads, const char* what) {
       CheckF32(x, what);
@@ -286,22 +306,26 @@ class CudaOps final : public Ops {
     cuda::HeadNormRope(a, stream_);
   }
   void Scale(const TensorView& x, float s) override {
+    prepared_ = {};
     CheckF32(x, "[cuda] Scale: x must be F32");
     ProfileScope prof(profile_, stream_, "Scale");
     cuda::Scale(x, s, stream_);
   }
   void ScaleColumns(const TensorView& x, const float* col, float s, const TensorView& y) override {
+    prepared_ = {};
     CheckSameShape(x, y, "[cuda] ScaleColumns: operand shapes differ");
     ProfileScope prof(profile_, stream_, "ScaleColumns");
     cuda::ScaleColumns(x, col, s, y, stream_);
   }
   void Softcap(const TensorView& x, float cap) override {
+    prepared_ = {};
     CheckF32(x, "[cuda] Softcap: x must be F32");
     ProfileScope prof(profile_, stream_, "Softcap");
     cuda::Softcap(x, cap, stream_);
   }
 
   void Copy(const TensorView& src, const TensorView& dst) override {
+    prepared_ = {};
     G4_CHECK_MSG(src.dtype == dst.dtype && src.rows == dst.rows && src.cols == dst.cols,
                  "[cuda] Copy: shapes or dtypes differ");
     if (src.elements() == 0) return;
@@ -311,6 +335,7 @@ class CudaOps final : public Ops {
   }
 
   void GatherRows(const TensorView& src, const int32_t* rows, const TensorView& dst) override {
+    prepared_ = {};
     G4_CHECK_MSG(src.dtype == dst.dtype && src.cols == dst.cols, "[cuda] GatherRows: widths or dtypes differ");
     if (dst.rows == 0 || dst.cols == 0) return;
     ProfileScope prof(profile_, stream_, "GatherRows");
@@ -319,6 +344,7 @@ class CudaOps final : public Ops {
 
   void MoeRoute(const TensorView& logits, int top_k, const float* per_expert_scale, const TensorView& ids,
                 const TensorView& weights) override {
+    prepared_ = {};
     CheckF32(logits, "[cuda] MoeRoute: logits must be an F32 view");
     CheckF32(weights, "[cuda] MoeRoute: weights must be an F32 view");
     G4_CHECK_MSG(ids.dtype == DType::kI32, "[cuda] MoeRoute: ids must be I32");
@@ -334,6 +360,7 @@ class CudaOps final : public Ops {
   }
 
   void MoeExperts(const MoeExpertsArgs& a) override {
+    prepared_ = {};
     const int64_t rows = a.x.rows, hidden = a.x.cols;
     CheckF32(a.x, "[cuda] MoeExperts: x must be F32");
     CheckF32(a.out, "[cuda] MoeExperts: out must be F32");
@@ -360,6 +387,7 @@ class CudaOps final : public Ops {
   }
 
   void KvWrite(const StepRows& rows, const PagedKv& kv, const TensorView& k, const TensorView& v) override {
+    prepared_ = {};
     if (rows.num_rows == 0) return;
     G4_CHECK_MSG(kv.block_size > 0, "[cuda] KvWrite: block size");
     for (int st = 0; st < 2; ++st) {
@@ -375,6 +403,7 @@ class CudaOps final : public Ops {
   }
 
   void PagedAttention(const PagedAttentionArgs& a) override {
+    prepared_ = {};
     G4_CHECK(a.num_heads > 0 && a.num_kv_heads > 0 && a.head_dim > 0 && a.window >= 0);
     G4_CHECK_MSG(a.num_heads % a.num_kv_heads == 0, "[cuda] PagedAttention: heads not a multiple of KV heads");
     const int64_t width = static_cast<int64_t>(a.num_heads) * a.head_dim;
@@ -399,6 +428,7 @@ class CudaOps final : public Ops {
   void KvRecodeBlocks(const PagedKvStore& from, const PagedKvStore& to, int block_size,
                       std::span<const int32_t> from_blocks, std::span<const int32_t> to_blocks,
                       std::span<const int32_t> tokens) override {
+    prepared_ = {};
     G4_CHECK_MSG(from_blocks.size() == to_blocks.size() && tokens.size() == to_blocks.size(),
                  "[cuda] KvRecodeBlocks: block lists differ in length");
     G4_CHECK_MSG(block_size > 0 && from.format.record_bytes > 0 && to.format.record_bytes > 0,
@@ -427,10 +457,28 @@ class CudaOps final : public Ops {
   void SampleRows(const SampleArgs& args) override;
 
  private:
+  // The input the last op (an AddNorm) quantized into scratch kQuant for
+  // the product it named (ops.h AddNormArgs::next_product).
+  struct PreparedInput {
+    const void* data = nullptr;
+    int64_t rows = 0, cols = 0, ld = 0;
+    int bits = 0, group = 0;
+  };
+
+  // Whether x is the prepared input, quantized for w's format; either way
+  // the preparation is used up.
+  bool TakePrepared(const TensorView& x, const WeightMatrix& w) {
+    const PreparedInput p = std::exchange(prepared_, PreparedInput{});
+    return p.data != nullptr && p.data == x.data && p.rows == x.rows && p.cols == x.cols && p.ld == Ld(x) &&
+           w.is_affine() && p.bits == w.bits && p.group == w.group_size;
+  }
+  static int64_t Ld(const TensorView& v) { return v.rows > 1 ? v.stride : v.cols; }
+
   Backend& backend_;
   cudaStream_t stream_;
   ScratchBuffers scratch_;
   Profile profile_;
+  PreparedInput prepared_;  // void after any op but the product it was for
 };
 
 // ------------------------------------------------------------ SampleRows
@@ -456,6 +504,7 @@ std::vector<T> Fetch(Backend& b, const T* device, int64_t n) {
 }
 
 void CudaOps::SampleRows(const SampleArgs& a) {
+  prepared_ = {};
   const int64_t rows = a.logits.rows;
   const int vocab = static_cast<int>(a.logits.cols);
   G4_CHECK_MSG(a.logits.dtype == DType::kF32, "[cuda] SampleRows: logits must be F32");

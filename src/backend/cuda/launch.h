@@ -30,11 +30,15 @@ class Scratch {
 
 // matmul.cu: y = x W^T (ops.h MatMul): affine weights in the integer scheme of
 // affine_int8.cuh, dense ones in the canonical order of matmul_core.cuh.
-void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scratch& scratch, cudaStream_t stream);
+// x_quantized: scratch kQuant already holds x quantized for w's format
+// (AddNorm's), so affine weights skip QuantizeRows.
+void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scratch& scratch, cudaStream_t stream,
+            bool x_quantized = false);
 // ops.h MatMuls: affine weights of one format share one quantization of x
-// and one launch; anything else is MatMul per product.
+// (none with x_quantized, for ws[0]'s format) and one launch; anything else
+// is MatMul per product.
 void MatMuls(const TensorView& x, std::span<const WeightMatrix* const> ws, std::span<const TensorView> ys,
-             Scratch& scratch, cudaStream_t stream);
+             Scratch& scratch, cudaStream_t stream, bool x_quantized = false);
 // ops.h GatedMatMul: affine weights quantize gelu_tanh(g) * u as they
 // read it (g untouched); anything else is GeluMul into g, then MatMul.
 void GatedMatMul(const TensorView& g, const TensorView& u, const WeightMatrix& w, const TensorView& y,
@@ -48,7 +52,10 @@ void Embed(const WeightMatrix& table, const int32_t* ids, float scale, const Ten
 
 // norm.cu / rope.cu
 void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorView& y, cudaStream_t stream);
-void AddNorm(const AddNormArgs& args, cudaStream_t stream);
+// With args.next_product affine and as wide as x, AddNorm also quantizes
+// the product's input (next_out, or x) into scratch kQuant as MatMul would,
+// and returns true.
+bool AddNorm(const AddNormArgs& args, Scratch& scratch, cudaStream_t stream);
 void Rope(const TensorView& x, int heads, int head_dim, const int32_t* positions, const float* inv_freq,
           cudaStream_t stream);
 // head_norm_rope.cu

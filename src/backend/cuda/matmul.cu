@@ -425,12 +425,12 @@ void RowsMmaInSlices(std::span<const AffineOut> products, int bits, const QRows&
 
 // Products of x with affine matrices of one bit width, group size and
 // column count, ys[i] = x ws[i]^T, or with u (gated) (gelu_tanh(x) * u)
-// ws[i]^T: x quantized once, then one launch: the few-row tensor-core
+// ws[i]^T: x quantized once (by AddNorm already, with x_quantized), then one launch: the few-row tensor-core
 // kernel where RowsMmaFor says so and it takes the products (a launch per
 // 32 rows), else the one-row kernel for one row, the tensor-core kernel
 // from AffineMmaMinRows() rows, the tiled kernel below that.
 void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, const TensorView* u,
-                  std::span<const TensorView> ys, Scratch& scratch, cudaStream_t stream) {
+                  std::span<const TensorView> ys, Scratch& scratch, cudaStream_t stream, bool x_quantized) {
   const WeightMatrix& w0 = *ws[0];
   const int64_t M = x.rows, K = w0.cols;
   const int64_t ldx = M > 1 ? x.stride : x.cols;
@@ -445,7 +445,7 @@ void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, 
     weights += ws[i]->rows * ws[i]->cols;
   }
   const QRows qr = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(M, K, w0.group_size)), M, K, w0.group_size);
-  {
+  if (!x_quantized) {
     SubProfile sp(stream, "matmul quantize rows");
     QuantizeRows(x.f32(), ldx, up, ldu, nullptr, 1, M, K, w0.group_size, w0.bits, qr, stream);
   }
@@ -474,7 +474,8 @@ void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, 
 
 }  // namespace
 
-void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scratch& scratch, cudaStream_t stream) {
+void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scratch& scratch, cudaStream_t stream,
+            bool x_quantized) {
   const DevWeight d = MakeDevWeight(w);
   switch (WeightFormat(w)) {
     case kWF32: return MatMulDense<kWF32>(d, x, y, stream);
@@ -483,13 +484,13 @@ void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scr
     default: {
       const WeightMatrix* one = &w;
       return MatMulAffine(std::span<const WeightMatrix* const>(&one, 1), x, nullptr,
-                          std::span<const TensorView>(&y, 1), scratch, stream);
+                          std::span<const TensorView>(&y, 1), scratch, stream, x_quantized);
     }
   }
 }
 
 void MatMuls(const TensorView& x, std::span<const WeightMatrix* const> ws, std::span<const TensorView> ys,
-             Scratch& scratch, cudaStream_t stream) {
+             Scratch& scratch, cudaStream_t stream, bool x_quantized) {
   const WeightMatrix& w0 = *ws[0];
   bool together = w0.is_affine() && ws.size() <= static_cast<size_t>(kMaxAffineOuts);
   for (const WeightMatrix* w : ws)
@@ -500,7 +501,7 @@ void MatMuls(const TensorView& x, std::span<const WeightMatrix* const> ws, std::
       if (ws[i]->rows > 0) MatMul(x, *ws[i], ys[i], scratch, stream);
     return;
   }
-  MatMulAffine(ws, x, nullptr, ys, scratch, stream);
+  MatMulAffine(ws, x, nullptr, ys, scratch, stream, x_quantized);
 }
 
 void GatedMatMul(const TensorView& g, const TensorView& u, const WeightMatrix& w, const TensorView& y,
@@ -511,7 +512,7 @@ void GatedMatMul(const TensorView& g, const TensorView& u, const WeightMatrix& w
   }
   const WeightMatrix* one = &w;
   MatMulAffine(std::span<const WeightMatrix* const>(&one, 1), g, &u, std::span<const TensorView>(&y, 1), scratch,
-               stream);
+               stream, false);
 }
 
 }  // namespace g4::cuda

@@ -10,12 +10,20 @@
 // the order depends only on the row length, and RmsNorm and AddNorm share
 // it (RowSumSquares, RowTotal), so AddNorm's bits are those of the separate
 // ops.
+// AddNorm may also quantize the row it produces for the product that
+// follows (ops.h next_product) into the MatMul's input scratch, once the
+// row is complete: its warps take the weight groups in turn and call
+// QuantizeGroup, QuantizeRows' code, so the MatMul finds QuantizeRows' bits
+// and launches no quantization of its own.
 #include <type_traits>
 
+#include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_common.cuh"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/prefetch.cuh"
+#include "backend/cuda/quantize_group.cuh"
 #include "backend/cuda/row_norm.cuh"
 
 namespace g4::cuda {
@@ -33,6 +41,28 @@ __device__ __forceinline__ int64_t RowOf() {
 template <int N>
 __device__ __forceinline__ int ThreadOf() {
   return N == 32 ? static_cast<int>(threadIdx.x & 31) : static_cast<int>(threadIdx.x);
+}
+
+// Where AddNorm quantizes a row for the next product: QRows of the
+// product's (bits, group); none when qr.q is null.
+struct RowQuant {
+  QRows qr;
+  int group = 0;
+  int bits = 0;
+  bool of_x = false;  // x, not next_out
+};
+
+// Row r's d columns at `row` (global or shared memory, complete and visible
+// to the caller's warps) quantized into rq: warp w of `warps` takes groups
+// w, w + warps, ...
+__device__ __forceinline__ void QuantizeRowGroups(const float* row, int64_t d, const RowQuant& rq, int64_t r,
+                                                  int warp, int warps, int lane) {
+  const int64_t groups = d / rq.group;
+  int8_t* q = rq.qr.q + r * rq.qr.ldq;
+  float* dg = rq.qr.d + r * rq.qr.ldg;
+  float* xs = rq.qr.xs + r * rq.qr.ldg;
+  for (int64_t g = warp; g < groups; g += warps)
+    QuantizeGroup(row + g * rq.group, nullptr, rq.group, rq.bits, g, lane, q, dg + g, xs + g);
 }
 
 // Every thread reads its columns before the barrier of RowTotal (a block)
@@ -59,12 +89,12 @@ __global__ __launch_bounds__(N == 32 ? kRowsPerBlock * 32 : N) void RmsNormKerne
 
 // AddNorm: o's norm, x updated column by column (each thread the columns
 // of its own chain, so the next norm's chain runs in the same loop), then
-// next_out from the updated x.
+// next_out from the updated x, then rq's row quantized from memory.
 template <int N>
 __global__ __launch_bounds__(N == 32 ? kRowsPerBlock * 32 : N) void AddNormKernel(
     float* __restrict__ x, int64_t ldx, const float* __restrict__ o, int64_t ldo, int64_t rows, int64_t d,
     const float* __restrict__ post_weight, float scale, bool scaled, float* __restrict__ next, int64_t ldn,
-    const float* __restrict__ next_weight, float eps) {
+    const float* __restrict__ next_weight, float eps, RowQuant rq) {
   __shared__ float partial_o[N / 32], partial_x[N / 32];
   const int64_t r = RowOf<N>();
   if (r >= rows) return;
@@ -72,8 +102,8 @@ __global__ __launch_bounds__(N == 32 ? kRowsPerBlock * 32 : N) void AddNormKerne
   // The weights' lines into L1 before the wait (pdl.cuh: weights may be
   // read early), one line per thread, so the loops below find them there.
   for (int64_t c = static_cast<int64_t>(t) * 32; c < d; c += static_cast<int64_t>(N) * 32) {
-    if (post_weight) asm volatile("prefetch.global.L1 [%0];" ::"l"(post_weight + c));
-    if (next_weight) asm volatile("prefetch.global.L1 [%0];" ::"l"(next_weight + c));
+    if (post_weight) PrefetchL1(post_weight + c);
+    if (next_weight) PrefetchL1(next_weight + c);
   }
   FollowPredecessor();  // launched as a dependent (pdl.cuh)
   const float* orow = o + r * ldo;
@@ -89,14 +119,21 @@ __global__ __launch_bounds__(N == 32 ? kRowsPerBlock * 32 : N) void AddNormKerne
     xrow[c] = xn;
     ss = __fmaf_rn(xn, xn, ss);
   }
-  if (next == nullptr) return;
-  const float inv = InvRms(RowTotal<N>(ss, partial_x), d, eps);
-  float* nrow = next + r * ldn;
+  float* nrow = next ? next + r * ldn : nullptr;
+  if (next != nullptr) {
+    const float inv = InvRms(RowTotal<N>(ss, partial_x), d, eps);
 #pragma unroll 8
-  for (int64_t c = t; c < d; c += N) {
-    const float v = xrow[c] * inv;
-    nrow[c] = next_weight ? v * next_weight[c] : v;
+    for (int64_t c = t; c < d; c += N) {
+      const float v = xrow[c] * inv;
+      nrow[c] = next_weight ? v * next_weight[c] : v;
+    }
   }
+  if (rq.qr.q == nullptr) return;
+  // A narrow row's lane l reads only the columns it wrote (l mod 32); a
+  // block's warps read columns other threads wrote: the barrier orders
+  // those writes before the reads.
+  if constexpr (N != 32) __syncthreads();
+  QuantizeRowGroups(rq.of_x ? xrow : nrow, d, rq, r, N == 32 ? 0 : t >> 5, N / 32, t & 31);
 }
 
 // Wide rows held in registers: thread t of 256 keeps columns t, t + 256,
@@ -119,15 +156,18 @@ __device__ __forceinline__ float ChainSquares(const float (&v)[C], int t, int64_
   return ss;
 }
 
-// out[c] = v * inv (times the weight, when there is one) for thread t's columns.
+// out[c] = v * inv (times the weight, when there is one) for thread t's
+// columns, and to also[c] when also is not null.
 template <int C>
 __device__ __forceinline__ void StoreNormed(const float (&v)[C], float inv, const float* weight, const float (&w)[C],
-                                            float* out, int t, int64_t d) {
+                                            float* out, int t, int64_t d, float* also = nullptr) {
 #pragma unroll
   for (int i = 0; i < C; ++i) {
     if (!Has(t, i, d)) continue;
     const float u = v[i] * inv;
-    out[t + i * kWideThreads] = weight ? u * w[i] : u;
+    const float y = weight ? u * w[i] : u;
+    out[t + i * kWideThreads] = y;
+    if (also) also[t + i * kWideThreads] = y;
   }
 }
 
@@ -150,12 +190,15 @@ __global__ __launch_bounds__(kWideThreads) void RmsNormWideKernel(const float* _
   StoreNormed<C>(v, inv, weight, w, y + r * ldy, t, d);
 }
 
-template <int C>
+// With Q, the row rq quantizes goes through shared memory (row), not back
+// through global memory.
+template <int C, bool Q>
 __global__ __launch_bounds__(kWideThreads) void AddNormWideKernel(
     float* __restrict__ x, int64_t ldx, const float* __restrict__ o, int64_t ldo, int64_t d,
     const float* __restrict__ post_weight, float scale, bool scaled, float* __restrict__ next, int64_t ldn,
-    const float* __restrict__ next_weight, float eps) {
+    const float* __restrict__ next_weight, float eps, RowQuant rq) {
   __shared__ float partial_o[kWideThreads / 32], partial_x[kWideThreads / 32];
+  __shared__ float row[Q ? C * kWideThreads : 1];
   const int t = threadIdx.x;
   const int64_t r = blockIdx.x;
   float pw[C], nw[C], ov[C], xv[C];
@@ -185,11 +228,17 @@ __global__ __launch_bounds__(kWideThreads) void AddNormWideKernel(
     if (scaled) xn = xn * scale;
     xv[i] = xn;
     xrow[t + i * kWideThreads] = xn;
+    if (Q && rq.of_x) row[t + i * kWideThreads] = xn;
     ss = __fmaf_rn(xn, xn, ss);
   }
-  if (next == nullptr) return;
-  const float inv = InvRms(RowTotal<kWideThreads>(ss, partial_x), d, eps);
-  StoreNormed<C>(xv, inv, next_weight, nw, next + r * ldn, t, d);
+  if (next != nullptr) {
+    const float inv = InvRms(RowTotal<kWideThreads>(ss, partial_x), d, eps);
+    StoreNormed<C>(xv, inv, next_weight, nw, next + r * ldn, t, d, Q && !rq.of_x ? row : nullptr);
+  }
+  if constexpr (Q) {
+    __syncthreads();  // the whole row in shared memory
+    QuantizeRowGroups(row, d, rq, r, t >> 5, kWideThreads / 32, t & 31);
+  }
 }
 
 // Calls launch(std::integral_constant<int, C>) with the register kernels'
@@ -225,27 +274,41 @@ void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorVi
   G4_CUDA_LAUNCHED();
 }
 
-void AddNorm(const AddNormArgs& a, cudaStream_t stream) {
+bool AddNorm(const AddNormArgs& a, Scratch& scratch, cudaStream_t stream) {
   const int64_t rows = a.x.rows, d = a.x.cols;
   float* next = a.next_out.data ? a.next_out.f32() : nullptr;
   const int64_t ldn = a.next_out.data ? Ld(a.next_out) : 0;
   const bool scaled = a.scale != 1.0f;
+  // The next product's input, quantized as MatMul would (matmul.cu): for
+  // affine weights (of a format CudaOps checked) whose rows are this row's
+  // length.
+  RowQuant rq;
+  const WeightMatrix* w = a.next_product;
+  const bool quantize = w && w->is_affine() && w->cols == d && d % w->group_size == 0 && (a.product_of_x || next);
+  if (quantize) {
+    rq.qr = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(rows, d, w->group_size)), rows, d, w->group_size);
+    rq.group = w->group_size;
+    rq.bits = w->bits;
+    rq.of_x = a.product_of_x;
+  }
   const auto wide = [&](auto c) {
-    LaunchDependent(AddNormWideKernel<decltype(c)::value>, dim3(static_cast<unsigned>(rows)), dim3(kWideThreads), 0,
-                    stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), d, a.post_weight, a.scale, scaled, next, ldn,
-                    a.next_weight, a.eps);
+    constexpr int C = decltype(c)::value;
+    LaunchDependent(quantize ? AddNormWideKernel<C, true> : AddNormWideKernel<C, false>,
+                    dim3(static_cast<unsigned>(rows)), dim3(kWideThreads), 0, stream, a.x.f32(), Ld(a.x), a.o.f32(),
+                    Ld(a.o), d, a.post_weight, a.scale, scaled, next, ldn, a.next_weight, a.eps, rq);
   };
   if (d < kWideRow) {
     const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
     LaunchDependent(AddNormKernel<32>, dim3(static_cast<unsigned>(blocks)), dim3(kRowsPerBlock * 32), 0,
                     stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), rows, d, a.post_weight, a.scale, scaled,
-                    next, ldn, a.next_weight, a.eps);
+                    next, ldn, a.next_weight, a.eps, rq);
   } else if (!WithWideRegs(d, wide)) {
     LaunchDependent(AddNormKernel<kWideThreads>, dim3(static_cast<unsigned>(rows)), dim3(kWideThreads), 0,
                     stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), rows, d, a.post_weight, a.scale, scaled,
-                    next, ldn, a.next_weight, a.eps);
+                    next, ldn, a.next_weight, a.eps, rq);
   }
   G4_CUDA_LAUNCHED();
+  return quantize;
 }
 
 }  // namespace g4::cuda
