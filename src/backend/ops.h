@@ -74,6 +74,9 @@ struct PagedAttentionArgs {
   int head_dim = 0;
   int window = 0;  // 0 = causal only
   float scale = 1.0f;
+  // A hint that never changes a result, as AddNormArgs::next_product: the
+  // weights the op right after this one multiplies out by.
+  const WeightMatrix* next_product = nullptr;
 };
 
 // The routed experts of a MoE block for every row:

@@ -249,6 +249,7 @@ void Gemma4Model::AttentionBlock(int l, const StepViews& sv, const KvPool& pool,
   args.head_dim = static_cast<int>(D);
   args.window = g.type == AttentionType::kSliding ? c.sliding_window : 0;
   args.scale = 1.0f;
+  args.next_product = &lw.o_proj;
   ops.PagedAttention(args);
 
   ops.MatMul(args.out, lw.o_proj, sv.o);

@@ -500,6 +500,51 @@ TEST_P(PagedAttentionTest, ChunkedTurboMergeGivesTheWholeRowMergesBits) {
     }
 }
 
+// PagedAttention naming the product that follows (next_product), then that
+// product, against no hint: the same bits of out and of the product, for
+// stores the merge prepares (plain) and not (TurboQuant), for a named
+// product of another format than the one that follows, and for one or
+// several rows.
+TEST_P(PagedAttentionTest, NextProductHintKeepsTheBits) {
+  uint32_t seed = 900;
+  for (const Heads& g : kModelHeads)
+    for (const KvCodecSpec& spec : {KvCodecSpec::Plain(DType::kBF16), KvCodecSpec::Plain(DType::kF16),
+                                    KvCodecSpec::Turbo(8, 3)}) {
+      const std::string what = Describe(g, 0) + " " + spec.signature();
+      PagedKvHarness h(backend(), ShapeOf(g, 0), MakeFormat(spec, g.kv_heads, g.head_dim), KvRecordFormat{}, 16, 120,
+                       ++seed);
+      const int a = h.AddSequence(900, 0), b = h.AddSequence(40, 0);
+      for (int sq : {a, b}) h.WriteOnHost(sq);
+      const int64_t width = static_cast<int64_t>(g.heads) * g.head_dim;
+      const TestWeights w4 = MakeAffine(48, width, 4, 64, DType::kBF16, ++seed);
+      const TestWeights w8 = MakeAffine(48, width, 8, 128, DType::kBF16, ++seed);
+      const DeviceWeights d4 = UploadWeights(backend(), w4), d8 = UploadWeights(backend(), w8);
+      for (const std::vector<KvRun>& step :
+           {std::vector<KvRun>{{a, 899, 1}}, std::vector<KvRun>{{a, 500, 1}, {b, 30, 10}}})
+        for (const auto& [named, used] : {std::pair{&d4.w, &d4.w}, std::pair{&d8.w, &d8.w}, std::pair{&d8.w, &d4.w}}) {
+          const int64_t rows = [&] {
+            int64_t n = 0;
+            for (const KvRun& r : step) n += r.count;
+            return n;
+          }();
+          const auto run = [&](const WeightMatrix* hint, std::vector<float>* y) {
+            return h.Step(step, false, true, hint, [&](const TensorView& out) {
+              const DeviceTensor dy = AllocTensor(backend(), DType::kF32, rows, used->rows, used->rows + 1);
+              backend().ops().MatMul(out, *used, dy.view);
+              *y = DownloadF32(backend(), dy.view);
+              EXPECT_TRUE(GuardsIntact(backend(), dy));
+            });
+          };
+          std::vector<float> y_plain, y_hinted;
+          const std::vector<float> out_plain = run(nullptr, &y_plain), out_hinted = run(named, &y_hinted);
+          const std::string which = what + ", " + std::to_string(rows) + " rows, named " + named->Describe() +
+                                    ", used " + used->Describe();
+          EXPECT_TRUE(BitwiseEqual(out_plain, out_hinted, width)) << "out: " << which;
+          EXPECT_TRUE(BitwiseEqual(y_plain, y_hinted, used->rows)) << "product: " << which;
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PagedAttentionTest, BackendValues(), BackendParamName);
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -159,8 +160,12 @@ class PagedKvHarness {
   // block tables with -1 past each sequence's length and, with a window, for
   // blocks no row of the step can see; KvWrite of the runs' K/V when
   // `write` (k and v as strided column slices of one array); then, when
-  // `attend`, PagedAttention. Returns out [rows, num_heads * head_dim].
-  std::vector<float> Step(const std::vector<KvRun>& runs, bool write, bool attend = true) {
+  // `attend`, PagedAttention (naming next_product as the next op's
+  // weights), then `then` on out, before anything else. Returns out [rows,
+  // num_heads * head_dim].
+  std::vector<float> Step(const std::vector<KvRun>& runs, bool write, bool attend = true,
+                          const WeightMatrix* next_product = nullptr,
+                          const std::function<void(const TensorView&)>& then = nullptr) {
     const int64_t nseq = static_cast<int64_t>(runs.size());
     std::vector<int32_t> positions, row_seq, query_start{0}, kv_len;
     std::vector<uint8_t> seq_store;
@@ -229,7 +234,9 @@ class PagedKvHarness {
     a.head_dim = shape_.head_dim;
     a.window = shape_.window;
     a.scale = shape_.Scale();
+    a.next_product = next_product;
     b_.ops().PagedAttention(a);
+    if (then) then(d_out.view);
     b_.Sync();
     EXPECT_TRUE(GuardsIntact(b_, d_out));
     return DownloadF32(b_, d_out.view);

@@ -21,6 +21,7 @@
 #include "backend/cuda/launch.h"
 #include "backend/kv_record.h"
 #include "backend/ops.h"
+#include "quantize_sim.h"
 #include "sim_kv.h"
 
 namespace g4::cuda {
@@ -54,7 +55,10 @@ class AttentionSim {
 
   // The output of a step of runs (sequence, first position, rows), the
   // rows of each run consecutive, runs in the order given.
-  std::vector<float> Step(const std::vector<std::pair<int, std::pair<int, int>>>& runs) {
+  // With next_product, the merge's quantization of out for it lands in
+  // quantized() (when PagedAttention says it did: *prepared).
+  std::vector<float> Step(const std::vector<std::pair<int, std::pair<int, int>>>& runs,
+                          const WeightMatrix* next_product = nullptr, bool* prepared = nullptr) {
     std::vector<int32_t> positions, row_seq, query_start(kv_.lens.size() + 1, 0), kv_len(kv_.lens.size(), 0);
     std::vector<float> q;
     int64_t max_rows = 0;
@@ -106,8 +110,15 @@ class AttentionSim {
     a.head_dim = s_.d;
     a.window = s_.window;
     a.scale = 1.0f / std::sqrt(static_cast<float>(s_.d));
-    PagedAttention(a, scratch_, nullptr);
+    a.next_product = next_product;
+    const bool did = PagedAttention(a, scratch_, nullptr);
+    if (prepared) *prepared = did;
     return out;
+  }
+
+  // The quantized rows the last Step prepared, for `rows` rows in groups of `group`.
+  QRows Quantized(int64_t rows, int group) {
+    return QRowsIn(scratch_.Get(Scratch::kQuant, QRowsBytes(rows, QWidth(), group)), rows, QWidth(), group);
   }
 
   // Attention in double for (seq, pos) over the decoded records.
@@ -164,6 +175,52 @@ TEST(PagedAttentionSim, CudaCoreKernelsMatchTheReference) {
     // 2 a block; the others take one head a block)
     for (const Shape& s : {Shape{8, 2, 256, 0}, Shape{4, 1, 512, 300}, Shape{4, 1, 512, 0}})
       ExpectStepKeepsTheContract(s, spec, ++seed);
+}
+
+// The merge quantizing out for the product that follows
+// (PagedAttentionArgs::next_product): out's bits unchanged, and the
+// prepared rows QuantizeGroup's on out, bit for bit; TurboQuant rows (the
+// merge rotates them) are not prepared.
+TEST(PagedAttentionSim, MergePreparesTheNextProductsInput) {
+  struct Case {
+    KvCodecSpec spec;
+    Shape s;
+    int bits, group;
+  };
+  uint32_t seed = 40;
+  for (const Case& c : {Case{KvCodecSpec::Plain(DType::kF16), Shape{8, 2, 256, 0}, 4, 64},
+                  Case{KvCodecSpec::Plain(DType::kF16), Shape{8, 2, 256, 0}, 8, 32},
+                  Case{KvCodecSpec::Plain(DType::kF16), Shape{4, 1, 512, 100}, 4, 128},
+                  Case{KvCodecSpec::Turbo(4, 2), Shape{4, 1, 512, 0}, 4, 64}}) {
+    const KvCodecSpec& spec = c.spec;
+    const Shape& s = c.s;
+    const int bits = c.bits, group = c.group;
+    SCOPED_TRACE(spec.signature() + " d" + std::to_string(s.d) + " bits " + std::to_string(bits) + " group " +
+                 std::to_string(group));
+    AttentionSim sim(s, spec, {300, 150}, ++seed);
+    const std::vector<std::pair<int, std::pair<int, int>>> runs = {{0, {299, 1}}, {1, {141, 9}}};
+    WeightMatrix w;
+    w.format = WeightMatrix::Format::kAffine;
+    w.rows = 8;
+    w.cols = sim.QWidth();
+    w.bits = bits;
+    w.group_size = group;
+    const std::vector<float> plain = sim.Step(runs);
+    bool prepared = false;
+    const std::vector<float> hinted = sim.Step(runs, &w, &prepared);
+    EXPECT_TRUE(SameBits(plain.data(), hinted.data(), static_cast<int64_t>(plain.size())));
+    EXPECT_EQ(prepared, spec.kind != KvCodecSpec::Kind::kTurbo);
+    if (!prepared) continue;
+    const int64_t rows = 10, width = sim.QWidth(), groups = width / group;
+    const QRows got = sim.Quantized(rows, group);
+    std::vector<char> want_buf(QRowsBytes(rows, width, group));
+    const QRows want = QRowsIn(want_buf.data(), rows, width, group);
+    for (int64_t m = 0; m < rows; ++m)
+      sim::QuantizeRowInto(want, m, plain.data() + m * width, nullptr, width, group, bits);
+    EXPECT_EQ(std::memcmp(got.q, want.q, rows * width), 0) << "codes";
+    EXPECT_EQ(std::memcmp(got.d, want.d, rows * groups * sizeof(float)), 0) << "d";
+    EXPECT_EQ(std::memcmp(got.xs, want.xs, rows * groups * sizeof(float)), 0) << "xs";
+  }
 }
 
 }  // namespace

@@ -421,8 +421,14 @@ class CudaOps final : public Ops {
                    "[cuda] PagedAttention: turbo store without its codebook and signs");
     }
     if (a.rows.num_rows == 0) return;
+    if (a.next_product) CheckWeight(*a.next_product);
     ProfileScope prof(profile_, stream_, "PagedAttention", profile_.enabled() ? RowsClass(a.rows.num_rows) : "");
-    cuda::PagedAttention(a, scratch_, stream_);
+    // G4_CUDA_ATTN_QUANT=0: the hint ignored.
+    static const bool prepare = EnvSwitchOn("G4_CUDA_ATTN_QUANT");
+    PagedAttentionArgs args = a;
+    if (!prepare || a.out.rows != a.rows.num_rows) args.next_product = nullptr;  // the product reads all of out
+    if (cuda::PagedAttention(args, scratch_, stream_))
+      prepared_ = {a.out.data, a.out.rows, a.out.cols, Ld(a.out), a.next_product->bits, a.next_product->group_size};
   }
 
   void KvRecodeBlocks(const PagedKvStore& from, const PagedKvStore& to, int block_size,

@@ -81,7 +81,10 @@ void KvRecodeBlocks(const PagedKvStore& from, const PagedKvStore& to, int block_
                     const int32_t* to_blocks, const int32_t* tokens, int64_t n, cudaStream_t stream);
 
 // paged_attention.cu
-void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream_t stream);
+// With args.next_product affine and as wide as out, and a merge that
+// writes every row (plain stores), the merge also quantizes out for that
+// product into scratch kQuant as MatMul would, and it returns true.
+bool PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream_t stream);
 
 // sample.cu: steps 1-4, argmax and logprobs of the rows whose parameters
 // make them greedy; other rows are left untouched for the host (cuda_ops.cc).

@@ -34,6 +34,7 @@
 #include "backend/cuda/launch.h"
 #include "backend/cuda/paged_attention_core.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/quantize_group.cuh"
 #include "backend/cuda/sub_profile.h"
 #include "core/check.h"
 
@@ -181,6 +182,24 @@ auto SplitLauncher(bool narrow) {
 // maximum is taken by all threads at once. Every element's sequence over
 // the splits is the same in every shape, and the rotation's input the same
 // floats, so the choice moves no bit.
+// The merge block's chunk of kThreads output elements (thread t's value v,
+// at column c0 + t of row r; the chunk whole weight groups, as the host
+// ensures), quantized into a.quant for the next product: through shared
+// memory, the block's warps taking the chunk's groups in turn with
+// QuantizeGroup, so the bits are QuantizeRows' on the output row.
+__device__ __forceinline__ void QuantizeChunk(const AttnParams& a, int64_t r, int64_t c0, float v) {
+  __shared__ float chunk[kThreads];
+  chunk[threadIdx.x] = v;
+  __syncthreads();
+  const int G = a.quant_group, lane = threadIdx.x & 31;
+  const QRows& qr = a.quant;
+  for (int j = threadIdx.x >> 5; j < kThreads / G; j += kThreads / 32) {
+    const int64_t g = c0 / G + j;
+    QuantizeGroup(chunk + j * G, nullptr, G, a.quant_bits, g, lane, qr.q + r * qr.ldq, qr.d + r * qr.ldg + g,
+                  qr.xs + r * qr.ldg + g);
+  }
+}
+
 template <int kPer, int kBatch>
 __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a, int chunks) {
   float* o = reinterpret_cast<float*>(DynamicShared());  // [d], turbo only
@@ -247,6 +266,9 @@ __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a, int chunks
     for (int k = 0; k < kPer; ++k) {
       const int e = e0 + threadIdx.x + k * kThreads;
       if (e < d) out[e] = acc[k] * inv;
+    }
+    if constexpr (kPer == 1) {
+      if (a.quant.q != nullptr) QuantizeChunk(a, r, h * d + e0, acc[0] * inv);
     }
     return;
   }
@@ -330,7 +352,7 @@ AttnStore MakeAttnStore(const PagedKvStore& s) {
 
 }  // namespace
 
-void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream_t stream) {
+bool PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream_t stream) {
   AttnParams a{};
   a.positions = args.rows.positions;
   a.row_seq = args.rows.row_seq;
@@ -431,6 +453,20 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
     a.merge_count = static_cast<int*>(scratch.Get(
         Scratch::kCounters, sizeof(int) * static_cast<size_t>(std::min(group_rows, rows)) * a.kv_heads * a.group));
   }
+  // The next product's input, quantized by the merge (QuantizeChunk) where
+  // the merge kernel writes every output row in chunks of whole weight
+  // groups: plain stores, no merge in the row kernel, head_dim a multiple
+  // of the chunk.
+  const WeightMatrix* w = args.next_product;
+  const bool quantize = w && w->is_affine() && w->cols == static_cast<int64_t>(a.heads) * a.d && !any_turbo &&
+                        !last_merge && a.d % kThreads == 0 && kThreads % w->group_size == 0;
+  if (quantize) {
+    const int64_t width = static_cast<int64_t>(a.heads) * a.d;
+    a.quant = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(rows, width, w->group_size)), rows, width,
+                      w->group_size);
+    a.quant_group = w->group_size;
+    a.quant_bits = w->bits;
+  }
   if (any_turbo && merge_chunks > 1) {
     SubProfile sp(stream, "attention scratch");
     a.rotate_count = static_cast<int*>(scratch.Get(
@@ -479,6 +515,7 @@ void PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
     }
     G4_CUDA_LAUNCHED();
   }
+  return quantize;
 }
 
 }  // namespace g4::cuda

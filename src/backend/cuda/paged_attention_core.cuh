@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/device_common.cuh"
 #include "backend/cuda/kv_codec.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -73,6 +74,12 @@ struct AttnParams {
   // last chunk's block rotates the row (MergeKernel): one zeroed counter
   // per (row of the launch, query head).
   int* rotate_count;
+  // When quant.q is set, the merge also quantizes each output row for the
+  // product that follows (ops.h PagedAttentionArgs::next_product): groups
+  // of quant_group, codes for quant_bits-bit weights, row r of the step at
+  // row r of quant.
+  QRows quant;
+  int quant_group, quant_bits;
 };
 
 __device__ __forceinline__ int64_t StateFloats(const AttnParams& a) {
