@@ -281,8 +281,10 @@ class CudaOps final : public Ops {
     if (a.next_product) CheckWeight(*a.next_product);
     if (a.x.rows == 0) return;
     ProfileScope prof(profile_, stream_, "AddNorm");
-    // G4_CUDA_NORM_QUANT=0: the hint ignored, the product quantizes its input itself.
-    static const bool prepare = EnvSwitchOn("G4_CUDA_NORM_QUANT");
+    // Opt-in (G4_CUDA_NORM_QUANT=1): on an H100 (2026-12-07) the one block
+    // of a row quantizing all its groups was slower than QuantizeRows' many
+    // blocks (batch 1 at 512: e4b 317.0 -> 312.7, 12b 213.1 -> 208.6 tok/s).
+    static const bool prepare = EnvSwitch("G4_CUDA_NORM_QUANT", false);
     AddNormArgs args = a;
     if (!prepare) args.next_product = nullptr;
     if (cuda::AddNorm(args, scratch_, stream_)) {
@@ -423,7 +425,7 @@ class CudaOps final : public Ops {
     if (a.rows.num_rows == 0) return;
     if (a.next_product) CheckWeight(*a.next_product);
     ProfileScope prof(profile_, stream_, "PagedAttention", profile_.enabled() ? RowsClass(a.rows.num_rows) : "");
-    // G4_CUDA_ATTN_QUANT=0: the hint ignored.
+    // G4_CUDA_ATTN_QUANT=0: the hint ignored (measuring switch).
     static const bool prepare = EnvSwitchOn("G4_CUDA_ATTN_QUANT");
     PagedAttentionArgs args = a;
     if (!prepare || a.out.rows != a.rows.num_rows) args.next_product = nullptr;  // the product reads all of out
