@@ -39,8 +39,10 @@ export LD_LIBRARY_PATH="$work/lib:${LD_LIBRARY_PATH:-}"
 export OMP_WAIT_POLICY=passive
 export G4_BINARY_DIR=$bin G4_REPO_DIR=$repo
 
-# --- test data, unpacked as CMake does (.gz files decompressed)
-if [ ! -d "$work/testdata" ]; then
+# --- test data, unpacked as CMake does (.gz files decompressed), from the
+# repository root this runs in
+[ -d "$repo/testdata" ] || note "warning: no testdata/ in $repo (run gpu-run.sh from the repository root); the model tests will find no models"
+if [ ! -d "$work/testdata" ] && [ -d "$repo/testdata" ]; then
   (cd "$repo/testdata" && find . -type f) | while read -r rel; do
     src="$repo/testdata/$rel"
     case "$rel" in
