@@ -521,7 +521,10 @@ TEST_P(PagedAttentionTest, NextProductHintKeepsTheBits) {
       const DeviceWeights d4 = UploadWeights(backend(), w4), d8 = UploadWeights(backend(), w8);
       for (const std::vector<KvRun>& step :
            {std::vector<KvRun>{{a, 899, 1}}, std::vector<KvRun>{{a, 500, 1}, {b, 30, 10}}})
-        for (const auto& [named, used] : {std::pair{&d4.w, &d4.w}, std::pair{&d8.w, &d8.w}, std::pair{&d8.w, &d4.w}}) {
+        for (const auto& names : {std::pair{&d4.w, &d4.w}, std::pair{&d8.w, &d8.w}, std::pair{&d8.w, &d4.w}}) {
+          // (plain pointers, not structured bindings: a lambda below takes them)
+          const WeightMatrix* named = names.first;
+          const WeightMatrix* used = names.second;
           const int64_t rows = [&] {
             int64_t n = 0;
             for (const KvRun& r : step) n += r.count;
