@@ -16,23 +16,11 @@
 
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/launch.h"
+#include "host_scratch.h"
 #include "quantize_sim.h"
 
 namespace g4::cuda {
 namespace {
-
-// Host memory per slot, as the emulator's kernels read host memory.
-class HostScratch final : public Scratch {
- public:
-  void* Get(Slot slot, size_t bytes) override {
-    std::vector<char>& b = buffers_[slot];
-    if (b.size() < bytes) b.assign(bytes, static_cast<char>(0x5A));
-    return b.data();
-  }
-
- private:
-  std::vector<char> buffers_[kNumSlots];
-};
 
 std::vector<float> Random(size_t n, std::mt19937& rng, float scale) {
   std::normal_distribution<float> dist(0.0f, scale);
@@ -67,7 +55,7 @@ void ExpectPreparedInputIsQuantizeGroups(const Case& c, uint32_t seed) {
     std::vector<float> x, o, next;
     bool quantized = false;
   };
-  HostScratch scratch;
+  sim::HostScratch scratch;
   const auto run = [&](bool hint) {
     Out r{x0, o, std::vector<float>(n, 0.0f)};
     AddNormArgs a;

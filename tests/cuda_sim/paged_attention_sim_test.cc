@@ -21,24 +21,12 @@
 #include "backend/cuda/launch.h"
 #include "backend/kv_record.h"
 #include "backend/ops.h"
+#include "host_scratch.h"
 #include "quantize_sim.h"
 #include "sim_kv.h"
 
 namespace g4::cuda {
 namespace {
-
-// Host memory for the scratch slots (kCounters zeros, as the backend keeps it).
-class HostScratch final : public Scratch {
- public:
-  void* Get(Slot slot, size_t bytes) override {
-    std::vector<uint8_t>& b = slots_[slot];
-    if (b.size() < bytes) b.assign(bytes, slot == kCounters ? 0 : 0xFF);  // counters start at zero, the rest garbage
-    return b.data();
-  }
-
- private:
-  std::vector<uint8_t> slots_[kNumSlots];
-};
 
 struct Shape {
   int heads, kv_heads, d, window;
@@ -131,7 +119,7 @@ class AttentionSim {
   static constexpr int kBlock = 16;
   Shape s_;
   SimKv kv_;
-  HostScratch scratch_;
+  sim::HostScratch scratch_;
 };
 
 bool SameBits(const float* a, const float* b, int64_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }

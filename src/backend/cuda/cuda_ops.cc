@@ -287,10 +287,7 @@ class CudaOps final : public Ops {
     static const bool prepare = EnvSwitch("G4_CUDA_NORM_QUANT", false);
     AddNormArgs args = a;
     if (!prepare) args.next_product = nullptr;
-    if (cuda::AddNorm(args, scratch_, stream_)) {
-      const TensorView& in = a.product_of_x ? a.x : a.next_out;
-      prepared_ = {in.data, in.rows, in.cols, Ld(in), a.next_product->bits, a.next_product->group_size};
-    }
+    if (cuda::AddNorm(args, scratch_, stream_)) Prepared(a.product_of_x ? a.x : a.next_out, *a.next_product);
   }
   void HeadNormRope(const HeadNormRopeArgs& a) override {
     prepared_ = {};
@@ -429,8 +426,7 @@ class CudaOps final : public Ops {
     static const bool prepare = EnvSwitchOn("G4_CUDA_ATTN_QUANT");
     PagedAttentionArgs args = a;
     if (!prepare || a.out.rows != a.rows.num_rows) args.next_product = nullptr;  // the product reads all of out
-    if (cuda::PagedAttention(args, scratch_, stream_))
-      prepared_ = {a.out.data, a.out.rows, a.out.cols, Ld(a.out), a.next_product->bits, a.next_product->group_size};
+    if (cuda::PagedAttention(args, scratch_, stream_)) Prepared(a.out, *a.next_product);
   }
 
   void KvRecodeBlocks(const PagedKvStore& from, const PagedKvStore& to, int block_size,
@@ -465,14 +461,17 @@ class CudaOps final : public Ops {
   void SampleRows(const SampleArgs& args) override;
 
  private:
-  // The input the last op (an AddNorm) quantized into scratch kQuant for
-  // the product it named (ops.h AddNormArgs::next_product).
+  // The input the last op (AddNorm or PagedAttention) quantized into
+  // scratch kQuant for the product it named (ops.h next_product).
   struct PreparedInput {
     const void* data = nullptr;
     int64_t rows = 0, cols = 0, ld = 0;
     int bits = 0, group = 0;
   };
 
+  void Prepared(const TensorView& in, const WeightMatrix& w) {
+    prepared_ = {in.data, in.rows, in.cols, Ld(in), w.bits, w.group_size};
+  }
   // Whether x is the prepared input, quantized for w's format; either way
   // the preparation is used up.
   bool TakePrepared(const TensorView& x, const WeightMatrix& w) {

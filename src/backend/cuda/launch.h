@@ -31,7 +31,8 @@ class Scratch {
 // matmul.cu: y = x W^T (ops.h MatMul): affine weights in the integer scheme of
 // affine_int8.cuh, dense ones in the canonical order of matmul_core.cuh.
 // x_quantized: scratch kQuant already holds x quantized for w's format
-// (AddNorm's), so affine weights skip QuantizeRows.
+// (by the op before: AddNorm or PagedAttention), so affine weights skip
+// QuantizeRows.
 void MatMul(const TensorView& x, const WeightMatrix& w, const TensorView& y, Scratch& scratch, cudaStream_t stream,
             bool x_quantized = false);
 // ops.h MatMuls: affine weights of one format share one quantization of x

@@ -425,8 +425,9 @@ void RowsMmaInSlices(std::span<const AffineOut> products, int bits, const QRows&
 
 // Products of x with affine matrices of one bit width, group size and
 // column count, ys[i] = x ws[i]^T, or with u (gated) (gelu_tanh(x) * u)
-// ws[i]^T: x quantized once (by AddNorm already, with x_quantized), then one launch: the few-row tensor-core
-// kernel where RowsMmaFor says so and it takes the products (a launch per
+// ws[i]^T: x quantized once (by the op before, with x_quantized), then one
+// launch: the few-row tensor-core kernel where RowsMmaFor says so and it
+// takes the products (a launch per
 // 32 rows), else the one-row kernel for one row, the tensor-core kernel
 // from AffineMmaMinRows() rows, the tiled kernel below that.
 void MatMulAffine(std::span<const WeightMatrix* const> ws, const TensorView& x, const TensorView* u,

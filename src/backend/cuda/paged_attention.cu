@@ -167,21 +167,6 @@ auto SplitLauncher(bool narrow) {
   return narrow ? LaunchSplit<D32, 1> : LaunchSplit<D32, WideHeads(D32)>;
 }
 
-// Merges a row's splits in order, for one query head: out = (sum over
-// splits of exp(m_s - max) acc_s) / (sum of exp(m_s - max) l_s). One block
-// per (row, query head, chunk of kPer * kThreads elements), `chunks` per
-// head: at batch 1 a launch of one block per head has only `heads` blocks,
-// each walking all of a row's splits (512 at 32k context) as a chain of
-// memory waits, so plain stores take chunks of 128 elements (kPer 1; 2-4
-// blocks per head) and each block requests kBatch splits' states at once.
-// TurboQuant rows need the whole merged row for the inverse rotation:
-// either one chunk of up to 512 elements (kPer 4), or, for rows of many
-// splits (a.rotate_count set), chunks of 128 whose blocks write their
-// merged elements and count themselves, and the block of the row's head
-// that arrives last reads the whole row back through L2 and rotates it. The
-// maximum is taken by all threads at once. Every element's sequence over
-// the splits is the same in every shape, and the rotation's input the same
-// floats, so the choice moves no bit.
 // The merge block's chunk of kThreads output elements (thread t's value v,
 // at column c0 + t of row r; the chunk whole weight groups, as the host
 // ensures), quantized into a.quant for the next product: through shared
@@ -200,6 +185,21 @@ __device__ __forceinline__ void QuantizeChunk(const AttnParams& a, int64_t r, in
   }
 }
 
+// Merges a row's splits in order, for one query head: out = (sum over
+// splits of exp(m_s - max) acc_s) / (sum of exp(m_s - max) l_s). One block
+// per (row, query head, chunk of kPer * kThreads elements), `chunks` per
+// head: at batch 1 a launch of one block per head has only `heads` blocks,
+// each walking all of a row's splits (512 at 32k context) as a chain of
+// memory waits, so plain stores take chunks of 128 elements (kPer 1; 2-4
+// blocks per head) and each block requests kBatch splits' states at once.
+// TurboQuant rows need the whole merged row for the inverse rotation:
+// either one chunk of up to 512 elements (kPer 4), or, for rows of many
+// splits (a.rotate_count set), chunks of 128 whose blocks write their
+// merged elements and count themselves, and the block of the row's head
+// that arrives last reads the whole row back through L2 and rotates it. The
+// maximum is taken by all threads at once. Every element's sequence over
+// the splits is the same in every shape, and the rotation's input the same
+// floats, so the choice moves no bit.
 template <int kPer, int kBatch>
 __global__ __launch_bounds__(kThreads) void MergeKernel(AttnParams a, int chunks) {
   float* o = reinterpret_cast<float*>(DynamicShared());  // [d], turbo only
@@ -458,10 +458,10 @@ bool PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   // groups: plain stores, no merge in the row kernel, head_dim a multiple
   // of the chunk.
   const WeightMatrix* w = args.next_product;
-  const bool quantize = w && w->is_affine() && w->cols == static_cast<int64_t>(a.heads) * a.d && !any_turbo &&
-                        !last_merge && a.d % kThreads == 0 && kThreads % w->group_size == 0;
+  const int64_t width = static_cast<int64_t>(a.heads) * a.d;
+  const bool quantize = w && w->is_affine() && w->cols == width && !any_turbo && !last_merge && a.d % kThreads == 0 &&
+                        kThreads % w->group_size == 0;
   if (quantize) {
-    const int64_t width = static_cast<int64_t>(a.heads) * a.d;
     a.quant = QRowsIn(scratch.Get(Scratch::kQuant, QRowsBytes(rows, width, w->group_size)), rows, width,
                       w->group_size);
     a.quant_group = w->group_size;

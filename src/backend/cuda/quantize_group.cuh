@@ -1,7 +1,8 @@
 // Step 1 of the integer scheme (affine_int8.cuh): one weight group of an
 // input row quantized by one warp. Every kernel that quantizes an input
-// (QuantizeRows, AddNorm preparing the next product's input) calls
-// QuantizeGroup, so their bits agree. Internal to backend/cuda.
+// (QuantizeRows; AddNorm and the attention merge preparing the next
+// product's input) calls QuantizeGroup, so their bits agree. Internal to
+// backend/cuda.
 #pragma once
 
 #include <cuda_runtime.h>
