@@ -50,6 +50,9 @@ TEST(RowBlockSim, KernelGivesTheScheme) {
   ExpectKernelGivesTheScheme(32, 1280, {11, 5, 16}, false, 3);
   ExpectKernelGivesTheScheme(64, 2560, {9}, true, 4);
   ExpectKernelGivesTheScheme(128, 1536, {17, 3}, false, 5);
+  // Enough rows for blocks of 16 (at least one a resident slot: 4 x 132),
+  // the last block short.
+  ExpectKernelGivesTheScheme(64, 128, {8450}, true, 6);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // AffineInt8RowBlockMatMul (affine_int8.cuh): the one-row MatMul with the
-// 8 warps of a block sharing the block's 8 weight rows.
+// 8 warps of a block sharing the block's 8 weight rows (16 in large 4-bit
+// launches: kWideRows below).
 //
 // Why: the one-row kernel (affine_int8_row.cu) gives each warp its own rows
 // and runs their float sequences side by side, one lane per row. Most
@@ -8,8 +9,9 @@
 // row and pays each round's sequence (about 96 instructions in one lane)
 // for it alone. Here the block's warps split the block's (row, round)
 // items between them, each item's group terms go to shared memory, and
-// after one barrier lanes 0..7 of warp 0 run the 8 rows' sequences side by
-// side: one sequence's instructions per 8 rows, at any row count.
+// after one barrier lanes 0..7 (0..15) of warp 0 run the rows' sequences
+// side by side: one sequence's instructions per 8 (16) rows, at any row
+// count.
 //
 // An item is (row r, round k), as in the one-row kernel: chunk load j of
 // lane l reads chunk 32 P k + 32 j + l of row r (contiguous bytes across the
@@ -28,6 +30,7 @@
 #include "backend/cuda/affine_int8.cuh"
 #include "backend/cuda/affine_int8_core.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_info.h"
 #include "backend/cuda/dynamic_shared.cuh"
 #include "backend/cuda/env_switch.h"
 
@@ -36,6 +39,14 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kRows = 8;  // weight rows per block; the sequences' lanes
+// 4-bit launches whose 16-row blocks still fill every resident slot (and
+// whose terms fit) take blocks of 16 rows: a warp's items are pipelined two
+// deep through four, and a block's barrier and fold serve twice the rows
+// (H100, 2026-12-07, us per MatMul at one row, 8 / 16 rows a block:
+// 10240 x 2560 11.8 / 10.3, 15360 x 3840 21.2 / 19.1, the 262144-row head
+// 192 / 167; with fewer blocks than slots 16 loses: 2560 x 10240 12.5 /
+// 16.6). G4_CUDA_ROW_BLOCK_16=0: never (measuring).
+constexpr int kWideRows = 16;
 constexpr int kBlocksPerSm = 4;
 constexpr size_t kMaxTermsBytes = 48 * 1024;  // without the dynamic shared memory opt-in
 
@@ -56,15 +67,15 @@ struct ItemPos {
   }
 };
 
-template <int B, int P>
+template <int B, int P, int R>
 __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowBlockKernel(OutSet set, QRows qr, int32_t units,
                                                                                int groups) {
   constexpr int D = P * B <= 16 ? 2 : 1;  // items in flight per warp
-  float4* terms = reinterpret_cast<float4*>(DynamicShared());  // [kRows][TermsStride(groups)]
-  __shared__ BlockRow rows[kRows];
+  float4* terms = reinterpret_cast<float4*>(DynamicShared());  // [R][TermsStride(groups)]
+  __shared__ BlockRow rows[R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int32_t row0 = static_cast<int32_t>(blockIdx.x) * kRows;
-  const int nrows = min(kRows, units - row0);
+  const int32_t row0 = static_cast<int32_t>(blockIdx.x) * R;
+  const int nrows = min(R, units - row0);
   if (static_cast<int>(threadIdx.x) < nrows) {
     int which = 0;
     const AffineOut o = set.Of(static_cast<unsigned>(row0) + threadIdx.x, which);
@@ -118,17 +129,31 @@ __global__ __launch_bounds__(kWarps * 32, kBlocksPerSm) void RowBlockKernel(OutS
   if (warp == 0 && lane < nrows) *rows[lane].y = FoldGroupTerms(terms + lane * ld, groups);  // side by side
 }
 
-template <int B, int P>
-void LaunchBlock(const OutSet& set, const QRows& qr, int32_t units, int groups, cudaStream_t stream) {
+template <int B, int P, int R>
+void LaunchRows(const OutSet& set, const QRows& qr, int32_t units, int groups, cudaStream_t stream) {
   static const bool configured = [] {  // up to 4 blocks' terms (48 KB each at most), the rest L1
-    G4_CUDA_CHECK(cudaFuncSetAttribute(RowBlockKernel<B, P>, cudaFuncAttributePreferredSharedMemoryCarveout,
+    G4_CUDA_CHECK(cudaFuncSetAttribute(RowBlockKernel<B, P, R>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                        cudaSharedmemCarveoutMaxShared));
     return true;
   }();
   (void)configured;
-  const size_t smem = sizeof(float4) * kRows * TermsStride(groups);
-  LaunchDependent(RowBlockKernel<B, P>, dim3(static_cast<unsigned>((units + kRows - 1) / kRows)),
-                  dim3(kWarps * 32), smem, stream, set, qr, units, groups);
+  const size_t smem = sizeof(float4) * R * TermsStride(groups);
+  LaunchDependent(RowBlockKernel<B, P, R>, dim3(static_cast<unsigned>((units + R - 1) / R)), dim3(kWarps * 32),
+                  smem, stream, set, qr, units, groups);
+}
+
+bool WideRowsFor(int32_t units, int groups) {
+  static const bool on = EnvSwitch("G4_CUDA_ROW_BLOCK_16", true);
+  return on && sizeof(float4) * kWideRows * TermsStride(groups) <= kMaxTermsBytes &&
+         (units + kWideRows - 1) / kWideRows >= int64_t{kBlocksPerSm} * SmCount();
+}
+
+template <int B, int P>
+void LaunchBlock(const OutSet& set, const QRows& qr, int32_t units, int groups, cudaStream_t stream) {
+  if constexpr (B == 4) {
+    if (WideRowsFor(units, groups)) return LaunchRows<B, P, kWideRows>(set, qr, units, groups, stream);
+  }
+  LaunchRows<B, P, kRows>(set, qr, units, groups, stream);
 }
 
 bool Enabled() {
