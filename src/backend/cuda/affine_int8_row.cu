@@ -187,7 +187,6 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
   }
 }
 
-int ResidentBlocks() { return SmCount() * kRowBlocksPerSm; }
 
 template <int B, int P, bool kTable, int kScale, bool kVec16>
 void LaunchKernel(const OutSet& set, const QRows& qr, const RowProduct* table, int table_n, int64_t units, int groups,
@@ -201,7 +200,7 @@ void LaunchKernel(const OutSet& set, const QRows& qr, const RowProduct* table, i
   const int64_t blocks = (units + kRowWarps - 1) / kRowWarps;
   if (blocks == 0) return;
   LaunchDependent(AffineInt8RowKernel<B, P, kTable, kScale, kVec16>,
-                  dim3(static_cast<unsigned>(std::min<int64_t>(blocks, ResidentBlocks()))),
+                  dim3(static_cast<unsigned>(std::min<int64_t>(blocks, ResidentSlots(kRowBlocksPerSm)))),
                   dim3(kRowWarps * 32), 0, stream, set, qr, table, table_n, static_cast<int32_t>(units), groups);
 }
 

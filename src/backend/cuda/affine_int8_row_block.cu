@@ -50,6 +50,9 @@ constexpr int kWideRows = 16;
 constexpr int kBlocksPerSm = 4;
 constexpr size_t kMaxTermsBytes = 48 * 1024;  // without the dynamic shared memory opt-in
 
+// The dynamic shared memory of a block's terms: `rows` rows of `groups`.
+constexpr size_t TermsBytes(int rows, int groups) { return sizeof(float4) * rows * TermsStride(groups); }
+
 // A block row: product row `row` of its matrix, bf16 scales.
 struct BlockRow {
   const uint8_t* codes;      // the row's codes (16-byte aligned)
@@ -137,15 +140,14 @@ void LaunchRows(const OutSet& set, const QRows& qr, int32_t units, int groups, c
     return true;
   }();
   (void)configured;
-  const size_t smem = sizeof(float4) * R * TermsStride(groups);
   LaunchDependent(RowBlockKernel<B, P, R>, dim3(static_cast<unsigned>((units + R - 1) / R)), dim3(kWarps * 32),
-                  smem, stream, set, qr, units, groups);
+                  TermsBytes(R, groups), stream, set, qr, units, groups);
 }
 
 bool WideRowsFor(int32_t units, int groups) {
   static const bool on = EnvSwitch("G4_CUDA_ROW_BLOCK_16", true);
-  return on && sizeof(float4) * kWideRows * TermsStride(groups) <= kMaxTermsBytes &&
-         (units + kWideRows - 1) / kWideRows >= int64_t{kBlocksPerSm} * SmCount();
+  return on && TermsBytes(kWideRows, groups) <= kMaxTermsBytes &&
+         (units + kWideRows - 1) / kWideRows >= ResidentSlots(kBlocksPerSm);
 }
 
 template <int B, int P>
@@ -165,7 +167,7 @@ bool Enabled() {
 
 bool AffineInt8RowBlockMatMulTakes(std::span<const AffineOut> outs) {
   if (!Enabled() || !AllBf16Aligned(outs)) return false;
-  return sizeof(float4) * kRows * TermsStride(static_cast<int>(outs[0].w.groups_per_row)) <= kMaxTermsBytes;
+  return TermsBytes(kRows, static_cast<int>(outs[0].w.groups_per_row)) <= kMaxTermsBytes;
 }
 
 void AffineInt8RowBlockMatMul(std::span<const AffineOut> outs, int bits, const QRows& qr, cudaStream_t stream) {

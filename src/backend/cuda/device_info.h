@@ -21,9 +21,12 @@ inline int SmCount() {
   return sms;
 }
 
+// Blocks resident at once at `per_sm` resident blocks an SM.
+inline int64_t ResidentSlots(int per_sm) { return int64_t{per_sm} * SmCount(); }
+
 // Waves a launch of `blocks` blocks takes at `per_sm` resident blocks an SM.
 inline int64_t Waves(int64_t blocks, int per_sm) {
-  const int64_t slots = int64_t{per_sm} * SmCount();
+  const int64_t slots = ResidentSlots(per_sm);
   return (blocks + slots - 1) / slots;
 }
 

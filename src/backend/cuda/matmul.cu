@@ -400,8 +400,7 @@ bool RowsMmaFor(int64_t M, std::span<const AffineOut> products) {
   if (tiled_blocks < SmCount()) return true;
   static const bool fill_rule = EnvSwitchOn("G4_CUDA_ROWS_FILL");
   if (M > 32 || !fill_rule) return false;
-  const int64_t slots = int64_t{tile.per_sm} * SmCount();
-  return tiled_blocks * 10 < Waves(tiled_blocks, tile.per_sm) * slots * 9;
+  return tiled_blocks * 10 < Waves(tiled_blocks, tile.per_sm) * ResidentSlots(tile.per_sm) * 9;
 }
 
 // The few-row kernel over M input rows in launches of at most
