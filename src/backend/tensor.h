@@ -40,6 +40,11 @@ struct TensorView {
   }
 
   bool contiguous() const { return stride == cols || rows <= 1; }
+  // Elements between row starts as a kernel should take them: a single row
+  // is contiguous whatever its stride (a row of a wider buffer keeps the
+  // buffer's; a new view may leave it 0), so its pitch is its width, the
+  // same answer contiguous() gives.
+  int64_t pitch() const { return rows > 1 ? stride : cols; }
   int64_t elements() const { return rows * cols; }
   size_t element_bytes() const { return DTypeSize(dtype); }
 

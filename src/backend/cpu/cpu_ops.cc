@@ -34,8 +34,7 @@ class CpuOps final : public Ops {
       CheckWeight(w);
       return;
     }
-    G4_CPU_NS::MatMul(x.f32(), x.rows > 1 ? x.stride : x.cols, x.rows, w, y.f32(),
-                      y.rows > 1 ? y.stride : y.cols);
+    G4_CPU_NS::MatMul(x.f32(), x.pitch(), x.rows, w, y.f32(), y.pitch());
   }
 
   // The products one by one: each is MatMul's.

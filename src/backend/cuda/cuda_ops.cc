@@ -182,7 +182,7 @@ class CudaOps final : public Ops {
     const bool quantized = TakePrepared(x, w);
     if (x.rows == 0 || w.rows == 0) return;
     if (w.cols == 0) {  // an empty sum: zeros
-      G4_CUDA_CHECK(cudaMemset2DAsync(y.data, (y.rows > 1 ? y.stride : y.cols) * 4, 0, y.cols * 4, y.rows, stream_));
+      G4_CUDA_CHECK(cudaMemset2DAsync(y.data, y.pitch() * 4, 0, y.cols * 4, y.rows, stream_));
       return;
     }
     ProfileScope prof(profile_, stream_, "MatMul", profile_.enabled() ? MatMulClass(x, w) : std::string());
@@ -329,7 +329,7 @@ class CudaOps final : public Ops {
                  "[cuda] Copy: shapes or dtypes differ");
     if (src.elements() == 0) return;
     const size_t e = src.element_bytes(), row = src.cols * e;
-    const size_t sp = src.rows > 1 ? src.stride * e : row, dp = dst.rows > 1 ? dst.stride * e : row;
+    const size_t sp = src.pitch() * e, dp = dst.pitch() * e;
     G4_CUDA_CHECK(cudaMemcpy2DAsync(dst.data, dp, src.data, sp, row, src.rows, cudaMemcpyDeviceToDevice, stream_));
   }
 
@@ -470,16 +470,15 @@ class CudaOps final : public Ops {
   };
 
   void Prepared(const TensorView& in, const WeightMatrix& w) {
-    prepared_ = {in.data, in.rows, in.cols, Ld(in), w.bits, w.group_size};
+    prepared_ = {in.data, in.rows, in.cols, in.pitch(), w.bits, w.group_size};
   }
   // Whether x is the prepared input, quantized for w's format; either way
   // the preparation is used up.
   bool TakePrepared(const TensorView& x, const WeightMatrix& w) {
     const PreparedInput p = std::exchange(prepared_, PreparedInput{});
-    return p.data != nullptr && p.data == x.data && p.rows == x.rows && p.cols == x.cols && p.ld == Ld(x) &&
-           w.is_affine() && p.bits == w.bits && p.group == w.group_size;
+    return p.data != nullptr && p.data == x.data && p.rows == x.rows && p.cols == x.cols &&
+           p.ld == x.pitch() && w.is_affine() && p.bits == w.bits && p.group == w.group_size;
   }
-  static int64_t Ld(const TensorView& v) { return v.rows > 1 ? v.stride : v.cols; }
 
   Backend& backend_;
   cudaStream_t stream_;

@@ -17,7 +17,7 @@ struct View2 {
   float* p;
   int64_t stride;
 };
-View2 V(const TensorView& t) { return {t.f32(), t.rows > 1 ? t.stride : t.cols}; }
+View2 V(const TensorView& t) { return {t.f32(), t.pitch()}; }
 
 constexpr int kThreads = 256;
 
@@ -114,8 +114,7 @@ void Softcap(const TensorView& x, float cap, cudaStream_t stream) {
 
 void GatherRows(const TensorView& src, const int32_t* rows, const TensorView& dst, cudaStream_t stream) {
   const int64_t e = static_cast<int64_t>(src.element_bytes());
-  const int64_t ss = (src.rows > 1 ? src.stride : src.cols) * e,
-                ds = (dst.rows > 1 ? dst.stride : dst.cols) * e;
+  const int64_t ss = src.pitch() * e, ds = dst.pitch() * e;
   G4_CHECK_MSG(dst.rows <= 65535, "[cuda] GatherRows: too many rows");
   const int64_t cols = dst.cols;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((cols + 255) / 256, 1024)),

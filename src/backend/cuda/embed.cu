@@ -42,7 +42,7 @@ __global__ void EmbedKernel(DevWeight w, int fmt, const int32_t* __restrict__ id
 void Embed(const WeightMatrix& table, const int32_t* ids, float scale, const TensorView& out,
            cudaStream_t stream) {
   const int64_t n = out.rows * out.cols;
-  const int64_t ldo = out.rows > 1 ? out.stride : out.cols;
+  const int64_t ldo = out.pitch();
   LaunchDependent(EmbedKernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, stream,
                   MakeDevWeight(table), WeightFormat(table), ids, out.rows, scale, out.f32(), ldo);
   G4_CUDA_LAUNCHED();

@@ -91,8 +91,6 @@ __global__ __launch_bounds__(kWarpsPerBlock * 32) void HeadNormRopeKernel(HeadPa
   for (int i = 0; i < kPerLane; ++i) xr[lane + 32 * i] = v[i];
 }
 
-int64_t Ld(const TensorView& v) { return v.rows > 1 ? v.stride : v.cols; }
-
 template <int kPerLane>
 void Launch(const HeadParts& parts, int64_t rows, const HeadNormRopeArgs& a, cudaStream_t stream) {
   const int64_t warps = rows * parts.heads_total;
@@ -110,9 +108,9 @@ void HeadNormRope(const HeadNormRopeArgs& a, cudaStream_t stream) {
   if (T == 0) return;
   HeadParts parts;
   int n = 0;
-  parts.p[n++] = HeadPart{a.q.f32(), Ld(a.q), a.q_heads, a.q_weight, true};
-  if (a.k.data != nullptr) parts.p[n++] = HeadPart{a.k.f32(), Ld(a.k), a.kv_heads, a.k_weight, true};
-  if (a.v.data != nullptr) parts.p[n++] = HeadPart{a.v.f32(), Ld(a.v), a.kv_heads, nullptr, false};
+  parts.p[n++] = HeadPart{a.q.f32(), a.q.pitch(), a.q_heads, a.q_weight, true};
+  if (a.k.data != nullptr) parts.p[n++] = HeadPart{a.k.f32(), a.k.pitch(), a.kv_heads, a.k_weight, true};
+  if (a.v.data != nullptr) parts.p[n++] = HeadPart{a.v.f32(), a.v.pitch(), a.kv_heads, nullptr, false};
   for (int i = 0; i < n; ++i) parts.heads_total += parts.p[i].heads;
   switch (D) {
     case 32:

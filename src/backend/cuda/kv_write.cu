@@ -286,7 +286,7 @@ void KvWrite(const StepRows& rows, const PagedKv& kv, const TensorView& k, const
   dst.seq_store = kv.tables.seq_store;
   dst.block_size = kv.block_size;
   const int width = static_cast<int>(k.cols);
-  const int64_t ldk = k.rows > 1 ? k.stride : k.cols, ldv = v.rows > 1 ? v.stride : v.cols;
+  const int64_t ldk = k.pitch(), ldv = v.pitch();
   static const bool plain_kernel = EnvSwitchOn("G4_CUDA_KV_PLAIN");  // measuring switch
   if (plain_kernel && PlainVec4(dst.s0, dst.s1, k.f32(), ldk, v.f32(), ldv, width)) {
     const dim3 grid(static_cast<unsigned>(rows.num_rows),

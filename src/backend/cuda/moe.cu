@@ -545,12 +545,12 @@ void MoeExpertsPass(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stre
     er.m[1] = RowMatrix(a.up[0], u, width);
     er.m[2] = RowMatrix(a.down[0], y, hidden);
   }
-  const int64_t ldi = rows > 1 ? a.ids.stride : a.ids.cols;
+  const int64_t ldi = a.ids.pitch();
   LaunchDependent(SortPairsKernel, dim3(1), dim3(1024), 3 * E * sizeof(int32_t), stream, a.ids.i32(), ldi, rows, k, E,
                   mt, plan, er);
   const int tiles = static_cast<int>(max_tiles);
   const float* x = a.x.f32();
-  const int64_t ldx = rows > 1 ? a.x.stride : a.x.cols;
+  const int64_t ldx = a.x.pitch();
   const ExpertInputs in_gate = PrepareInputs(a.gate[0], nullptr, x, ldx, nullptr, plan.order, k, P, xp, scratch, stream);
   if (expert_rows) {
     AffineInt8RowMatMulTable(er.products, static_cast<int>(2 * P), 2 * P * width, a.gate[0].bits,
@@ -578,10 +578,10 @@ void MoeExpertsPass(const MoeExpertsArgs& a, Scratch& scratch, cudaStream_t stre
   } else {
     ExpertMatMul(a.down[0], in_down, table + 2 * E, E, plan, mt, tiles, y, hidden, stream);
   }
-  LaunchDependent(CombineKernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>((hidden + 255) / 256)),
-                  dim3(256), 2 * k * sizeof(float), stream, a.ids.i32(), ldi, a.weights.f32(),
-                  rows > 1 ? a.weights.stride : a.weights.cols, k, plan.slot_of, y, hidden, a.out.f32(),
-                  rows > 1 ? a.out.stride : a.out.cols);
+  LaunchDependent(CombineKernel,
+                  dim3(static_cast<unsigned>(rows), static_cast<unsigned>((hidden + 255) / 256)), dim3(256),
+                  2 * k * sizeof(float), stream, a.ids.i32(), ldi, a.weights.f32(), a.weights.pitch(), k,
+                  plan.slot_of, y, hidden, a.out.f32(), a.out.pitch());
 }
 
 }  // namespace
@@ -590,8 +590,7 @@ void MoeRoute(const TensorView& logits, int top_k, const float* per_expert_scale
               const TensorView& weights, cudaStream_t stream) {
   const int experts = static_cast<int>(logits.cols);
   const int64_t blocks = (logits.rows + kRouteWarps - 1) / kRouteWarps;
-  const int64_t ldl = logits.rows > 1 ? logits.stride : logits.cols, ldi = ids.rows > 1 ? ids.stride : ids.cols,
-                ldw = weights.rows > 1 ? weights.stride : weights.cols;
+  const int64_t ldl = logits.pitch(), ldi = ids.pitch(), ldw = weights.pitch();
   if (experts <= 128 && top_k <= 32) {
     const auto kernel = experts <= 32   ? RouteRegsKernel<1>
                         : experts <= 64 ? RouteRegsKernel<2>

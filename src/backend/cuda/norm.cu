@@ -254,22 +254,21 @@ bool WithWideRegs(int64_t d, Launch launch) {
   return false;
 }
 
-int64_t Ld(const TensorView& v) { return v.rows > 1 ? v.stride : v.cols; }
-
 }  // namespace
 
 void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorView& y, cudaStream_t stream) {
   const auto wide = [&](auto c) {
-    LaunchDependent(RmsNormWideKernel<decltype(c)::value>, dim3(static_cast<unsigned>(x.rows)), dim3(kWideThreads),
-                    0, stream, x.f32(), Ld(x), x.cols, weight, eps, y.f32(), Ld(y));
+    LaunchDependent(RmsNormWideKernel<decltype(c)::value>, dim3(static_cast<unsigned>(x.rows)),
+                    dim3(kWideThreads), 0, stream, x.f32(), x.pitch(), x.cols, weight, eps, y.f32(),
+                    y.pitch());
   };
   if (x.cols < kWideRow) {
     const int64_t blocks = (x.rows + kRowsPerBlock - 1) / kRowsPerBlock;
     LaunchDependent(RmsNormKernel<32>, dim3(static_cast<unsigned>(blocks)), dim3(kRowsPerBlock * 32), 0,
-                    stream, x.f32(), Ld(x), x.rows, x.cols, weight, eps, y.f32(), Ld(y));
+                    stream, x.f32(), x.pitch(), x.rows, x.cols, weight, eps, y.f32(), y.pitch());
   } else if (!WithWideRegs(x.cols, wide)) {
     LaunchDependent(RmsNormKernel<kWideThreads>, dim3(static_cast<unsigned>(x.rows)), dim3(kWideThreads), 0,
-                    stream, x.f32(), Ld(x), x.rows, x.cols, weight, eps, y.f32(), Ld(y));
+                    stream, x.f32(), x.pitch(), x.rows, x.cols, weight, eps, y.f32(), y.pitch());
   }
   G4_CUDA_LAUNCHED();
 }
@@ -277,7 +276,7 @@ void RmsNorm(const TensorView& x, const float* weight, float eps, const TensorVi
 bool AddNorm(const AddNormArgs& a, Scratch& scratch, cudaStream_t stream) {
   const int64_t rows = a.x.rows, d = a.x.cols;
   float* next = a.next_out.data ? a.next_out.f32() : nullptr;
-  const int64_t ldn = a.next_out.data ? Ld(a.next_out) : 0;
+  const int64_t ldn = a.next_out.data ? a.next_out.pitch() : 0;
   const bool scaled = a.scale != 1.0f;
   // The next product's input, quantized as MatMul would (matmul.cu): for
   // affine weights (of a format CudaOps checked) whose rows are this row's
@@ -294,18 +293,19 @@ bool AddNorm(const AddNormArgs& a, Scratch& scratch, cudaStream_t stream) {
   const auto wide = [&](auto c) {
     constexpr int C = decltype(c)::value;
     LaunchDependent(quantize ? AddNormWideKernel<C, true> : AddNormWideKernel<C, false>,
-                    dim3(static_cast<unsigned>(rows)), dim3(kWideThreads), 0, stream, a.x.f32(), Ld(a.x), a.o.f32(),
-                    Ld(a.o), d, a.post_weight, a.scale, scaled, next, ldn, a.next_weight, a.eps, rq);
+                    dim3(static_cast<unsigned>(rows)), dim3(kWideThreads), 0, stream, a.x.f32(), a.x.pitch(),
+                    a.o.f32(), a.o.pitch(), d, a.post_weight, a.scale, scaled, next, ldn, a.next_weight,
+                    a.eps, rq);
   };
   if (d < kWideRow) {
     const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
     LaunchDependent(AddNormKernel<32>, dim3(static_cast<unsigned>(blocks)), dim3(kRowsPerBlock * 32), 0,
-                    stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), rows, d, a.post_weight, a.scale, scaled,
-                    next, ldn, a.next_weight, a.eps, rq);
+                    stream, a.x.f32(), a.x.pitch(), a.o.f32(), a.o.pitch(), rows, d, a.post_weight, a.scale,
+                    scaled, next, ldn, a.next_weight, a.eps, rq);
   } else if (!WithWideRegs(d, wide)) {
     LaunchDependent(AddNormKernel<kWideThreads>, dim3(static_cast<unsigned>(rows)), dim3(kWideThreads), 0,
-                    stream, a.x.f32(), Ld(a.x), a.o.f32(), Ld(a.o), rows, d, a.post_weight, a.scale, scaled,
-                    next, ldn, a.next_weight, a.eps, rq);
+                    stream, a.x.f32(), a.x.pitch(), a.o.f32(), a.o.pitch(), rows, d, a.post_weight, a.scale,
+                    scaled, next, ldn, a.next_weight, a.eps, rq);
   }
   G4_CUDA_LAUNCHED();
   return quantize;

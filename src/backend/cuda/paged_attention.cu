@@ -365,9 +365,9 @@ bool PagedAttention(const PagedAttentionArgs& args, Scratch& scratch, cudaStream
   a.seq_store = args.kv.tables.seq_store;
   a.block_size = args.kv.block_size;
   a.q = args.q.f32();
-  a.ldq = args.q.rows > 1 ? args.q.stride : args.q.cols;
+  a.ldq = args.q.pitch();
   a.out = args.out.f32();
-  a.ldo = args.out.rows > 1 ? args.out.stride : args.out.cols;
+  a.ldo = args.out.pitch();
   a.heads = args.num_heads;
   a.kv_heads = args.num_kv_heads;
   a.d = args.head_dim;

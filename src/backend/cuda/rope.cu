@@ -31,7 +31,7 @@ void Rope(const TensorView& x, int heads, int head_dim, const int32_t* positions
           cudaStream_t stream) {
   const int64_t n = x.rows * heads * (head_dim / 2);
   if (n == 0) return;
-  const int64_t ldx = x.rows > 1 ? x.stride : x.cols;
+  const int64_t ldx = x.pitch();
   LaunchDependent(RopeKernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, stream, x.f32(),
                   ldx, x.rows, heads, head_dim, positions, inv_freq);
   G4_CUDA_LAUNCHED();

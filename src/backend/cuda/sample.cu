@@ -305,21 +305,21 @@ __global__ __launch_bounds__(kThreads) void GreedyKernel(SampleParamsDev a) {
 void SampleGreedyRows(const SampleArgs& args, Scratch& scratch, cudaStream_t stream) {
   SampleParamsDev a{};
   a.logits = args.logits.f32();
-  a.ldl = args.logits.rows > 1 ? args.logits.stride : args.logits.cols;
+  a.ldl = args.logits.pitch();
   a.vocab = static_cast<int>(args.logits.cols);
   a.params = args.params;
   a.bias_ids = args.bias_ids;
   a.bias_values = args.bias_values;
   a.history = args.history;
   a.out_ids = args.out_ids.i32();
-  a.ld_out = args.out_ids.rows > 1 ? args.out_ids.stride : args.out_ids.cols;
+  a.ld_out = args.out_ids.pitch();
   const bool logprobs = args.top_logprobs >= 0 && args.logprob_ids.data && args.logprob_values.data;
   a.top = logprobs ? args.top_logprobs : -1;
   if (logprobs) {
     a.lp_ids = args.logprob_ids.i32();
-    a.ld_lp_ids = args.logprob_ids.rows > 1 ? args.logprob_ids.stride : args.logprob_ids.cols;
+    a.ld_lp_ids = args.logprob_ids.pitch();
     a.lp_values = args.logprob_values.f32();
-    a.ld_lp_values = args.logprob_values.rows > 1 ? args.logprob_values.stride : args.logprob_values.cols;
+    a.ld_lp_values = args.logprob_values.pitch();
   }
   const int64_t rows = args.logits.rows;
   a.slices = (a.vocab + kSliceLogits - 1) / kSliceLogits;
