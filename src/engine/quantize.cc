@@ -419,20 +419,9 @@ StatusOr<QuantizeReport> QuantizeCheckpoint(const std::string& in_dir, const std
   for (const OutTensor& t : plan.out) decls.push_back(t.decl);
   Filler filler(plan.out);
   const std::string model_path = (fs::path(out_dir) / "model.safetensors").string();
-  uint64_t total = 0, done = 0;
-  for (const TensorDecl& d : decls) {
-    uint64_t n = DTypeSize(d.dtype);
-    for (int64_t s : d.shape) n *= static_cast<uint64_t>(s);
-    total += n;
-  }
   G4_RETURN_IF_ERROR(WriteSafetensorsStreaming(
-      model_path, decls,
-      [&](size_t i, uint8_t* dst, size_t n) {
-        filler.Fill(i, dst, n);
-        done += n;
-        if (options.progress) options.progress(done, total);
-      },
-      {{"format", "mlx"}}));
+      model_path, decls, [&](size_t i, uint8_t* dst, size_t n) { filler.Fill(i, dst, n); }, {{"format", "mlx"}},
+      options.progress));
   if (!filler.bad_tensor().empty()) {
     fs::remove(model_path, ec);
     return Err(filler.bad_tensor() + ": holds NaN or infinite weights");

@@ -454,20 +454,10 @@ StatusOr<SynthSummary> SynthesizeImpl(const SynthOptions& o) {
   const auto& decls = plan.decls();
   const auto& tensors = plan.tensors();
   const std::string st_path = JoinPath(o.out_dir, "model.safetensors");
-  uint64_t total = 0, done = 0;
-  for (const TensorDecl& d : decls) {
-    uint64_t n = DTypeSize(d.dtype);
-    for (int64_t s : d.shape) n *= static_cast<uint64_t>(s);
-    total += n;
-  }
   G4_RETURN_IF_ERROR(WriteSafetensorsStreaming(
       st_path, decls,
-      [&](size_t i, uint8_t* out, size_t nbytes) {
-        FillTensor(tensors[i], decls[i], o.seed, out, nbytes);
-        done += nbytes;
-        if (o.progress) o.progress(done, total);
-      },
-      {{"format", "pt"}, {"g4_synth", std::string(preset->name) + " " + quant.name}}));
+      [&](size_t i, uint8_t* out, size_t nbytes) { FillTensor(tensors[i], decls[i], o.seed, out, nbytes); },
+      {{"format", "pt"}, {"g4_synth", std::string(preset->name) + " " + quant.name}}, o.progress));
   sum.safetensors_bytes = FileSize(st_path);
   sum.total_bytes += sum.safetensors_bytes;
   sum.num_tensors = decls.size();

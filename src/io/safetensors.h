@@ -131,7 +131,9 @@ class SafetensorsWriter {
 // declared up front, then `fill(i, out, nbytes)` is asked for tensor i's bytes
 // in declaration order; the file is written to a temporary path, fsynced and
 // renamed. The buffer handed to fill is zeroed first. Bad decls (duplicate
-// names, negative or overflowing shapes) are kInvalidArgument.
+// names, negative or overflowing shapes) are kInvalidArgument. `progress`,
+// when set, hears (bytes of tensor data written, their total) after each
+// tensor, on the calling thread.
 struct TensorDecl {
   std::string name;
   DType dtype;
@@ -139,6 +141,7 @@ struct TensorDecl {
 };
 Status WriteSafetensorsStreaming(const std::string& path, const std::vector<TensorDecl>& decls,
                                  const std::function<void(size_t, uint8_t*, size_t)>& fill,
-                                 const std::map<std::string, std::string>& metadata = {});
+                                 const std::map<std::string, std::string>& metadata = {},
+                                 const std::function<void(uint64_t done, uint64_t total)>& progress = {});
 
 }  // namespace g4

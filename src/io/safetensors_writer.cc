@@ -116,7 +116,8 @@ Status SafetensorsWriter::Write(const std::string& path) const {
 
 Status WriteSafetensorsStreaming(const std::string& path, const std::vector<TensorDecl>& decls,
                                  const std::function<void(size_t, uint8_t*, size_t)>& fill,
-                                 const std::map<std::string, std::string>& metadata) {
+                                 const std::map<std::string, std::string>& metadata,
+                                 const std::function<void(uint64_t, uint64_t)>& progress) {
   std::vector<HeaderEntry> entries;
   entries.reserve(decls.size());
   std::set<std::string_view> names;
@@ -144,11 +145,14 @@ Status WriteSafetensorsStreaming(const std::string& path, const std::vector<Tens
   if (!writer.ok()) return tagged(writer.status());
   const std::string header = BuildHeader(entries, metadata);
   Status s = writer->Write(header.data(), header.size());
+  uint64_t done = 0;
   for (size_t i = 0; s.ok() && i < entries.size(); ++i) {
     const size_t n = static_cast<size_t>(entries[i].nbytes);
     std::memset(buf.get(), 0, n);
     fill(i, buf.get(), n);
     s = writer->Write(buf.get(), n);
+    done += n;
+    if (s.ok() && progress) progress(done, total);
   }
   if (s.ok()) s = writer->Commit();
   return s.ok() ? s : tagged(s);

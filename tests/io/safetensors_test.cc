@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <random>
 
 #include "io_test_util.h"
@@ -146,9 +147,11 @@ TEST(Safetensors, StreamingWriterMatchesInMemoryWriter) {
     for (size_t k = 0; k < n; ++k) out[k] = static_cast<uint8_t>(31 * i + 7 * k + 1);
   };
   SafetensorsWriter w;
+  std::vector<uint64_t> sizes;
   for (size_t i = 0; i < decls.size(); ++i) {
     size_t n = DTypeSize(decls[i].dtype);
     for (int64_t d : decls[i].shape) n *= static_cast<size_t>(d);
+    sizes.push_back(n);
     std::vector<uint8_t> buf(n);
     fill(i, buf.data(), n);
     w.Add(decls[i].name, decls[i].dtype, decls[i].shape, buf.data(), n);
@@ -158,11 +161,18 @@ TEST(Safetensors, StreamingWriterMatchesInMemoryWriter) {
   const std::string dir = testing::MakeTempDir();
   const std::string path = dir + "/stream.safetensors";
   std::vector<size_t> order;
+  std::vector<std::pair<uint64_t, uint64_t>> progress;
   Status s = WriteSafetensorsStreaming(
       path, decls, [&](size_t i, uint8_t* out, size_t n) { order.push_back(i), fill(i, out, n); },
-      {{"producer", "test"}});
+      {{"producer", "test"}}, [&](uint64_t done, uint64_t total) { progress.emplace_back(done, total); });
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(order, (std::vector<size_t>{0, 1, 2, 3}));
+  // After each tensor: the data bytes so far, of all the tensors' bytes.
+  const uint64_t all = std::accumulate(sizes.begin(), sizes.end(), uint64_t{0});
+  std::vector<std::pair<uint64_t, uint64_t>> expected;
+  uint64_t sum = 0;
+  for (uint64_t n : sizes) expected.emplace_back(sum += n, all);
+  EXPECT_EQ(progress, expected);
   EXPECT_EQ(ReadBytes(path), w.Serialize());
   // Only the final file remains: the temporary was renamed.
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
