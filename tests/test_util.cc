@@ -1,18 +1,18 @@
 #include "test_util.h"
 
-#include <cmath>
-#include <cstdlib>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <mutex>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 namespace g4::testing {
 
@@ -31,6 +31,11 @@ std::string BinaryDir() {
 std::string DemoModelDir() {
   const char* repo = std::getenv("G4_REPO_DIR");
   return std::string(repo && *repo ? repo : G4_SOURCE_DIR) + "/models/demo";
+}
+
+std::string FixtureTestName(std::string fixture) {
+  std::replace(fixture.begin(), fixture.end(), '-', '_');
+  return fixture;
 }
 
 void WriteFileBytes(const std::string& path, const std::string& bytes) {

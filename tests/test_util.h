@@ -25,6 +25,12 @@ std::string BinaryDir();
 // The repository's bundled demo model, models/demo ($G4_REPO_DIR names the
 // checkout when the test binaries run elsewhere: scripts/gpu-run.sh).
 std::string DemoModelDir();
+// The fixture models under testdata/models (transformers' goldens for every
+// kind of Gemma 4 text model), for the tests that run over all of them.
+inline const std::vector<std::string> kFixtureModels = {"tiny-e",   "tiny-e2",   "tiny-dense",
+                                                        "tiny-moe", "tiny-e-q4", "tiny-moe-q4"};
+// A fixture's name as a gtest parameter name ("tiny-e-q4" -> "tiny_e_q4").
+std::string FixtureTestName(std::string fixture);
 
 // Writes `bytes` to `path` (created or truncated); a failed write fails the
 // test.

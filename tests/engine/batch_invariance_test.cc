@@ -135,14 +135,8 @@ TEST_P(BatchInvarianceTest, EverySequenceGetsItsSoloLogitsAndTokens) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, BatchInvarianceTest,
-                         ::testing::Values("tiny-e", "tiny-e2", "tiny-dense", "tiny-moe", "tiny-e-q4",
-                                           "tiny-moe-q4"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, BatchInvarianceTest, ::testing::ValuesIn(testing::kFixtureModels),
+                         [](const auto& info) { return testing::FixtureTestName(info.param); });
 
 }  // namespace
 }  // namespace g4

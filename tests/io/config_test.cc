@@ -216,7 +216,7 @@ TEST(ConfigFixtures, TinyMoeQ4MixedPrecisionOverrides) {
 
 TEST(ConfigFixtures, AllFixturesAgreeWithTheirOwnLayerTypes) {
   // Cross-check against the raw JSON: types, and one geometry entry per layer.
-  for (const char* name : {"tiny-dense", "tiny-e", "tiny-e-q4", "tiny-e2", "tiny-moe", "tiny-moe-q4"}) {
+  for (const std::string& name : testing::kFixtureModels) {
     SCOPED_TRACE(name);
     StatusOr<std::string> text =
         ReadFileToString(testing::TestDataPath(std::string("models/") + name + "/config.json"));

@@ -89,7 +89,7 @@ TensorEdit PoisonOne(const std::string& name, int64_t index, bool inf = false) {
 }
 
 TEST(WeightsHostile, RealCheckpointsPassTheGuard) {
-  for (const char* model : {"tiny-dense", "tiny-e", "tiny-e2", "tiny-moe", "tiny-e-q4", "tiny-moe-q4"}) {
+  for (const std::string& model : testing::kFixtureModels) {
     auto w = LoadWeights(testing::TestDataPath(std::string("models/") + model));
     ASSERT_TRUE(w.ok()) << model << ": " << w.status().ToString();
     EXPECT_EQ((*w)->lm_head.rows, 0) << "tied models have no separate head";

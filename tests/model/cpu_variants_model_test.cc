@@ -81,11 +81,8 @@ TEST_P(CpuVariantLogitsTest, LogitsAgreeAcrossKernelVariants) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CpuVariantLogitsTest,
-                         ::testing::Values("tiny-dense", "tiny-e", "tiny-e-q4"), [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+                         ::testing::Values("tiny-dense", "tiny-e", "tiny-e-q4"),
+                         [](const auto& info) { return testing::FixtureTestName(info.param); });
 
 }  // namespace
 }  // namespace g4

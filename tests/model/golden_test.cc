@@ -197,14 +197,8 @@ TEST_P(GoldenTest, OutOfVocabularyIdIsRejected) {
   EXPECT_EQ(seq.length(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,
-                         ::testing::Values("tiny-e", "tiny-e2", "tiny-dense", "tiny-moe", "tiny-e-q4",
-                                           "tiny-moe-q4"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest, ::testing::ValuesIn(testing::kFixtureModels),
+                         [](const auto& info) { return testing::FixtureTestName(info.param); });
 
 }  // namespace
 }  // namespace g4

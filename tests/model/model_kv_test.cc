@@ -15,8 +15,6 @@
 namespace g4 {
 namespace {
 
-const char* const kFixtures[] = {"tiny-e", "tiny-e2", "tiny-dense", "tiny-moe", "tiny-e-q4", "tiny-moe-q4"};
-
 std::vector<int32_t> Ids(int n, uint32_t seed, int64_t vocab) {
   std::mt19937 rng(seed);
   std::vector<int32_t> ids(n);
@@ -67,7 +65,7 @@ std::pair<double, double> KlAndTop1(const std::vector<float>& p_logits, const st
 }
 
 TEST(ModelKv, ReleasingSlidingBlocksMatchesKeepingEveryBlock) {
-  for (const char* name : kFixtures) {
+  for (const std::string& name : testing::kFixtureModels) {
     testing::ModelRunner released(name, "plain", 4, 64, 8, /*sliding_ring=*/true);
     testing::ModelRunner kept(name, "plain", 4, 64, 8, /*sliding_ring=*/false);
     ASSERT_TRUE(released.ok() && kept.ok());
@@ -97,7 +95,7 @@ TEST(ModelKv, ReleasingSlidingBlocksMatchesKeepingEveryBlock) {
 
 TEST(ModelKv, MoreBitsNeverLoseToFewerAndEveryModeIsReported) {
   const char* const kModes[] = {"plain:bf16", "affine:8", "affine:4", "affine:4:32", "turbo:k8v3", "turbo:k4v3"};
-  for (const char* name : kFixtures) {
+  for (const std::string& name : testing::kFixtureModels) {
     std::map<std::string, double> kl, top1;
     const int kPrompts = 2;
     testing::ModelRunner plain(name, "plain");
@@ -116,7 +114,8 @@ TEST(ModelKv, MoreBitsNeverLoseToFewerAndEveryModeIsReported) {
       }
     }
     for (const char* mode : kModes) {
-      std::printf("[ %s %-11s ] KL vs plain %.3e, top-1 agreement %.3f\n", name, mode, kl[mode], top1[mode]);
+      std::printf("[ %s %-11s ] KL vs plain %.3e, top-1 agreement %.3f\n", name.c_str(), mode, kl[mode],
+                  top1[mode]);
       EXPECT_TRUE(std::isfinite(kl[mode]));
       EXPECT_GT(kl[mode], 0.0) << name << " " << mode << " should not be lossless";
     }
@@ -127,7 +126,7 @@ TEST(ModelKv, MoreBitsNeverLoseToFewerAndEveryModeIsReported) {
 }
 
 TEST(ModelKv, DelayedModesAreBitIdenticalToPlainBeforeTheirBoundary) {
-  for (const char* name : kFixtures) {
+  for (const std::string& name : testing::kFixtureModels) {
     testing::ModelRunner plain(name, "plain");
     ASSERT_TRUE(plain.ok());
     const int64_t V = plain.vocab();
