@@ -14,19 +14,16 @@ Status ToolResultText(const Json& block, const std::string& at, std::string* out
     return Status::Ok();
   }
   if (!c->is_array()) return FieldError(at + "content", "must be a string or an array of blocks");
-  for (size_t i = 0; i < c->size(); ++i) {
-    const Json& b = (*c)[i];
+  return ForEachObject(*c, at + "content", [&](const Json& b, const std::string& bat) -> Status {
     std::optional<std::string> type, text;
-    const std::string bat = at + "content[" + std::to_string(i) + "].";
-    if (!b.is_object()) return FieldError(bat.substr(0, bat.size() - 1), "must be an object");
     G4_RETURN_IF_ERROR(ReadString(b, "type", &type, bat));
     if (type != "text")
       return RefuseRequest("tool_result content of type '" + type.value_or("?") + "' is not supported");
     G4_RETURN_IF_ERROR(ReadString(b, "text", &text, bat));
     if (!out->empty()) *out += "\n";
     *out += text.value_or("");
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 struct Turn {
@@ -37,10 +34,7 @@ struct Turn {
 
 Status ParseBlocks(const Json& content, const std::string& where, bool assistant,
                    std::map<std::string, std::string>& tool_names, Turn* turn) {
-  for (size_t i = 0; i < content.size(); ++i) {
-    const Json& b = content[i];
-    const std::string at = where + "content[" + std::to_string(i) + "].";
-    if (!b.is_object()) return FieldError(at.substr(0, at.size() - 1), "must be an object");
+  return ForEachObject(content, where + "content", [&](const Json& b, const std::string& at) -> Status {
     std::optional<std::string> type;
     G4_RETURN_IF_ERROR(ReadString(b, "type", &type, at));
     if (!type) return FieldError(at + "type", "is required");
@@ -56,7 +50,7 @@ Status ParseBlocks(const Json& content, const std::string& where, bool assistant
       if (!turn->msg.reasoning.empty()) turn->msg.reasoning += "\n";
       turn->msg.reasoning += thinking.value_or("");
     } else if (*type == "redacted_thinking" && assistant) {
-      continue;
+      // dropped: its text is not ours to read
     } else if (*type == "tool_use" && assistant) {
       std::optional<std::string> id, name;
       G4_RETURN_IF_ERROR(ReadString(b, "id", &id, at));
@@ -88,8 +82,8 @@ Status ParseBlocks(const Json& content, const std::string& where, bool assistant
       return FieldError(at + "type", "'" + *type + "' is not a valid block for a " +
                                          (assistant ? "assistant" : "user") + " message");
     }
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 Status ParseSystem(const Json& body, std::string* out) {
@@ -100,28 +94,25 @@ Status ParseSystem(const Json& body, std::string* out) {
     return Status::Ok();
   }
   if (!s->is_array()) return FieldError("system", "must be a string or an array of text blocks");
-  for (size_t i = 0; i < s->size(); ++i) {
-    const Json& b = (*s)[i];
-    const std::string at = "system[" + std::to_string(i) + "].";
-    std::optional<std::string> type, text;
-    if (!b.is_object()) return FieldError(at.substr(0, at.size() - 1), "must be a text block");
-    G4_RETURN_IF_ERROR(ReadString(b, "type", &type, at));
-    if (type != "text") return FieldError(at + "type", "must be \"text\"");
-    G4_RETURN_IF_ERROR(ReadString(b, "text", &text, at));
-    if (!out->empty()) *out += "\n";
-    *out += text.value_or("");
-  }
-  return Status::Ok();
+  return ForEachObject(
+      *s, "system",
+      [&](const Json& b, const std::string& at) -> Status {
+        std::optional<std::string> type, text;
+        G4_RETURN_IF_ERROR(ReadString(b, "type", &type, at));
+        if (type != "text") return FieldError(at + "type", "must be \"text\"");
+        G4_RETURN_IF_ERROR(ReadString(b, "text", &text, at));
+        if (!out->empty()) *out += "\n";
+        *out += text.value_or("");
+        return Status::Ok();
+      },
+      "must be a text block");
 }
 
 Status ParseAnthropicTools(const Json& body, std::vector<ToolDefinition>* out) {
   const Json* tools = Find(body, "tools");
   if (!tools) return Status::Ok();
   if (!tools->is_array()) return FieldError("tools", "must be an array");
-  for (size_t i = 0; i < tools->size(); ++i) {
-    const Json& t = (*tools)[i];
-    const std::string at = "tools[" + std::to_string(i) + "].";
-    if (!t.is_object()) return FieldError(at.substr(0, at.size() - 1), "must be an object");
+  return ForEachObject(*tools, "tools", [&](const Json& t, const std::string& at) -> Status {
     std::optional<std::string> type, name, description;
     G4_RETURN_IF_ERROR(ReadString(t, "type", &type, at));
     if (type && *type != "custom")
@@ -130,10 +121,11 @@ Status ParseAnthropicTools(const Json& body, std::vector<ToolDefinition>* out) {
     if (!name || name->empty()) return FieldError(at + "name", "is required");
     G4_RETURN_IF_ERROR(ReadString(t, "description", &description, at));
     const Json* schema = Find(t, "input_schema");
-    if (!schema || !schema->is_object()) return FieldError(at + "input_schema", "is required and must be an object");
+    if (!schema || !schema->is_object())
+      return FieldError(at + "input_schema", "is required and must be an object");
     out->push_back({*name, description.value_or(""), Dump(*schema)});
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 }  // namespace
@@ -211,10 +203,7 @@ StatusOr<ChatRequest> ParseMessagesRequest(const Json& body, bool count_tokens, 
   if (!msgs->is_array()) return FieldError("messages", "must be an array");
   if (msgs->empty()) return FieldError("messages", "must contain at least one message");
   std::map<std::string, std::string> tool_names;  // tool_use id -> name
-  for (size_t i = 0; i < msgs->size(); ++i) {
-    const Json& m = (*msgs)[i];
-    const std::string where = "messages[" + std::to_string(i) + "].";
-    if (!m.is_object()) return FieldError(where.substr(0, where.size() - 1), "must be an object");
+  G4_RETURN_IF_ERROR(ForEachObject(*msgs, "messages", [&](const Json& m, const std::string& where) -> Status {
     std::optional<std::string> role;
     G4_RETURN_IF_ERROR(ReadString(m, "role", &role, where));
     if (!role) return FieldError(where + "role", "is required");
@@ -235,7 +224,8 @@ StatusOr<ChatRequest> ParseMessagesRequest(const Json& body, bool count_tokens, 
     }
     for (ChatMessage& t : turn.tool_results) r.messages.push_back(std::move(t));
     if (assistant || turn.has_text || turn.tool_results.empty()) r.messages.push_back(std::move(turn.msg));
-  }
+    return Status::Ok();
+  }));
   const ChatMessage& last = r.messages.back();
   r.continue_last = last.role == "assistant" && last.tool_calls.empty();
   return r;

@@ -29,6 +29,17 @@ Status FieldError(const std::string& name, const std::string& what) {
   return InvalidArgument("[request] '" + name + "' " + what);
 }
 
+Status ForEachObject(const Json& array, const std::string& name,
+                     const std::function<Status(const Json& element, const std::string& at)>& item,
+                     const std::string& not_object) {
+  for (size_t i = 0; i < array.size(); ++i) {
+    const std::string element = name + "[" + std::to_string(i) + "]";
+    if (!array[i].is_object()) return FieldError(element, not_object);
+    G4_RETURN_IF_ERROR(item(array[i], element + "."));
+  }
+  return Status::Ok();
+}
+
 Status RefuseRequest(const std::string& what) { return Unsupported("[request] " + what); }
 
 Status ReadString(const Json& obj, const char* key, std::optional<std::string>* out, const std::string& where) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -40,6 +41,15 @@ Status ReadNumber(const Json& obj, const char* key, std::optional<double>* out, 
 
 // "Field 'x' must be ..." errors.
 Status FieldError(const std::string& name, const std::string& what);
+
+// Calls item(element, at) for each element of the JSON array `array`,
+// named `name` ("tools", "messages[2].content"), in order; `at` is the
+// element's name and a dot, ready for its fields ("tools[0]."). An element
+// that is not an object is FieldError(its name, `not_object`); the first
+// error ends the walk and is returned. REQUIRES: array.is_array().
+Status ForEachObject(const Json& array, const std::string& name,
+                     const std::function<Status(const Json& element, const std::string& at)>& item,
+                     const std::string& not_object = "must be an object");
 // A request asking for what g4 does not do: kUnsupported, "[request] what".
 Status RefuseRequest(const std::string& what);
 

@@ -130,33 +130,28 @@ Status ParseContent(const Json& msg, const std::string& where, std::string* out)
     return Status::Ok();
   }
   if (!c->is_array()) return FieldError(where + "content", "must be a string or an array of content parts");
-  for (size_t i = 0; i < c->size(); ++i) {
-    const Json& part = (*c)[i];
-    const std::string at = where + "content[" + std::to_string(i) + "]";
-    if (!part.is_object()) return FieldError(at, "must be an object");
+  return ForEachObject(*c, where + "content", [&](const Json& part, const std::string& at) -> Status {
     std::optional<std::string> type, text;
-    G4_RETURN_IF_ERROR(ReadString(part, "type", &type, at + "."));
+    G4_RETURN_IF_ERROR(ReadString(part, "type", &type, at));
     if (type == "text" || type == "input_text" || type == "refusal") {
-      G4_RETURN_IF_ERROR(ReadString(part, type == "refusal" ? "refusal" : "text", &text, at + "."));
-      if (!text) return FieldError(at + ".text", "is required");
+      G4_RETURN_IF_ERROR(ReadString(part, type == "refusal" ? "refusal" : "text", &text, at));
+      if (!text) return FieldError(at + "text", "is required");
       *out += *text;
     } else if (!type) {
-      return FieldError(at + ".type", "is required");
+      return FieldError(at + "type", "is required");
     } else {
-      return RefuseRequest("content part type '" + *type + "' at " + at + " is not supported: g4 serves text only");
+      return RefuseRequest("content part type '" + *type + "' at " + at.substr(0, at.size() - 1) +
+                           " is not supported: g4 serves text only");
     }
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 Status ParseMessageToolCalls(const Json& msg, const std::string& where, std::vector<ToolCall>* out) {
   const Json* calls = Find(msg, "tool_calls");
   if (!calls) return Status::Ok();
   if (!calls->is_array()) return FieldError(where + "tool_calls", "must be an array");
-  for (size_t i = 0; i < calls->size(); ++i) {
-    const Json& c = (*calls)[i];
-    const std::string at = where + "tool_calls[" + std::to_string(i) + "].";
-    if (!c.is_object()) return FieldError(at.substr(0, at.size() - 1), "must be an object");
+  return ForEachObject(*calls, where + "tool_calls", [&](const Json& c, const std::string& at) -> Status {
     std::optional<std::string> id, type, name, args;
     G4_RETURN_IF_ERROR(ReadString(c, "id", &id, at));
     G4_RETURN_IF_ERROR(ReadString(c, "type", &type, at));
@@ -171,8 +166,8 @@ Status ParseMessageToolCalls(const Json& msg, const std::string& where, std::vec
     call.name = *name;
     call.arguments_json = args.value_or("");
     out->push_back(std::move(call));
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 Status ParseMessages(const Json& body, std::vector<ChatMessage>* out) {
@@ -180,10 +175,7 @@ Status ParseMessages(const Json& body, std::vector<ChatMessage>* out) {
   if (!msgs) return FieldError("messages", "is required");
   if (!msgs->is_array()) return FieldError("messages", "must be an array");
   if (msgs->empty()) return FieldError("messages", "must contain at least one message");
-  for (size_t i = 0; i < msgs->size(); ++i) {
-    const Json& m = (*msgs)[i];
-    const std::string where = "messages[" + std::to_string(i) + "].";
-    if (!m.is_object()) return FieldError("messages[" + std::to_string(i) + "]", "must be an object");
+  return ForEachObject(*msgs, "messages", [&](const Json& m, const std::string& where) -> Status {
     std::optional<std::string> role;
     G4_RETURN_IF_ERROR(ReadString(m, "role", &role, where));
     if (!role) return FieldError(where + "role", "is required");
@@ -214,18 +206,15 @@ Status ParseMessages(const Json& body, std::vector<ChatMessage>* out) {
       msg.name = name.value_or("");
     }
     out->push_back(std::move(msg));
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 Status ParseOpenAiTools(const Json& body, std::vector<ToolDefinition>* out) {
   const Json* tools = Find(body, "tools");
   if (!tools) return Status::Ok();
   if (!tools->is_array()) return FieldError("tools", "must be an array");
-  for (size_t i = 0; i < tools->size(); ++i) {
-    const Json& t = (*tools)[i];
-    const std::string at = "tools[" + std::to_string(i) + "].";
-    if (!t.is_object()) return FieldError("tools[" + std::to_string(i) + "]", "must be an object");
+  return ForEachObject(*tools, "tools", [&](const Json& t, const std::string& at) -> Status {
     std::optional<std::string> type, name, description;
     G4_RETURN_IF_ERROR(ReadString(t, "type", &type, at));
     if (type.value_or("function") != "function")
@@ -244,8 +233,8 @@ Status ParseOpenAiTools(const Json& body, std::vector<ToolDefinition>* out) {
       def.parameters_json = Dump(*p);
     }
     out->push_back(std::move(def));
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 }  // namespace
