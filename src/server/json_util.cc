@@ -29,6 +29,8 @@ Status FieldError(const std::string& name, const std::string& what) {
   return InvalidArgument("[request] '" + name + "' " + what);
 }
 
+Status RefuseRequest(const std::string& what) { return Unsupported("[request] " + what); }
+
 Status ForEachObject(const Json& array, const std::string& name,
                      const std::function<Status(const Json& element, const std::string& at)>& item,
                      const std::string& not_object) {
@@ -39,8 +41,6 @@ Status ForEachObject(const Json& array, const std::string& name,
   }
   return Status::Ok();
 }
-
-Status RefuseRequest(const std::string& what) { return Unsupported("[request] " + what); }
 
 Status ReadString(const Json& obj, const char* key, std::optional<std::string>* out, const std::string& where) {
   const Json* v = Find(obj, key);

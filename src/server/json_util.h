@@ -42,6 +42,9 @@ Status ReadNumber(const Json& obj, const char* key, std::optional<double>* out, 
 // "Field 'x' must be ..." errors.
 Status FieldError(const std::string& name, const std::string& what);
 
+// A request asking for what g4 does not do: kUnsupported, "[request] what".
+Status RefuseRequest(const std::string& what);
+
 // Calls item(element, at) for each element of the JSON array `array`,
 // named `name` ("tools", "messages[2].content"), in order; `at` is the
 // element's name and a dot, ready for its fields ("tools[0]."). An element
@@ -50,7 +53,5 @@ Status FieldError(const std::string& name, const std::string& what);
 Status ForEachObject(const Json& array, const std::string& name,
                      const std::function<Status(const Json& element, const std::string& at)>& item,
                      const std::string& not_object = "must be an object");
-// A request asking for what g4 does not do: kUnsupported, "[request] what".
-Status RefuseRequest(const std::string& what);
 
 }  // namespace g4::server

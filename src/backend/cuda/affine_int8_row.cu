@@ -187,7 +187,6 @@ __global__ __launch_bounds__(kRowWarps * 32, kRowBlocksPerSm) void AffineInt8Row
   }
 }
 
-
 template <int B, int P, bool kTable, int kScale, bool kVec16>
 void LaunchKernel(const OutSet& set, const QRows& qr, const RowProduct* table, int table_n, int64_t units, int groups,
                   cudaStream_t stream) {
